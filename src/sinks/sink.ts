@@ -10,3 +10,17 @@ export interface Sink {
   send(batch: readonly ShipperRecord[], signal?: AbortSignal): Promise<void>;
   close(): Promise<void>;
 }
+
+/**
+ * A failed send. `retryable: false` marks errors that waiting will not fix by itself (bad
+ * credentials, missing hub, a record too large): the delivery loop still keeps the records and
+ * keeps trying, but logs these loudly so an operator fixes the cause.
+ */
+export class SinkError extends Error {
+  readonly retryable: boolean;
+  constructor(message: string, options: { retryable: boolean; cause?: unknown }) {
+    super(message, { cause: options.cause });
+    this.name = 'SinkError';
+    this.retryable = options.retryable;
+  }
+}
