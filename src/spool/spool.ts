@@ -1,0 +1,673 @@
+/**
+ * The durable spool: an on-disk FIFO of records between the tracker and the sink.
+ *
+ * One small file per record, written atomically (temp file + fsync + rename + directory fsync),
+ * named `<seq>-<l|h>.rec` so that directory order is delivery order. A record is on disk before
+ * `append` resolves and is removed only by `ack`, after the sink confirmed its batch. Bounded by
+ * bytes and count: when full, the oldest heartbeats go first; a lifecycle record is never dropped
+ * (see `append`). On disk errors the spool logs loudly, keeps the records in memory (they are
+ * still delivered) and retries the disk later. Format and guarantees: docs/spool.md.
+ */
+import type { Dirent } from 'node:fs';
+import { mkdir, open, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { RecordType, ShipperRecord } from '../lifecycle/record.js';
+import type { Logger } from '../observability/logger.js';
+import {
+  CorruptRecordError,
+  decodeRecord,
+  encodeRecord,
+  fileName,
+  parseFileName,
+  RECORD_SUFFIX,
+  TEMP_SUFFIX,
+} from './format.js';
+import { LogLimiter } from './log-limiter.js';
+
+export const DEFAULT_MAX_BYTES = 32 * 1024 * 1024;
+export const DEFAULT_MAX_RECORDS = 20_000;
+export const DEFAULT_DISK_RETRY_MS = 10_000;
+export const QUARANTINE_DIR = 'quarantine';
+export const REJECTED_DIR = 'rejected';
+/** How many files are read or written concurrently (bounded so a big backlog does not open 10k fds). */
+const IO_CONCURRENCY = 64;
+
+export interface SpoolOptions {
+  /** Spool directory (created if missing; its parent must exist or be creatable). */
+  dir: string;
+  logger: Logger;
+  /** Upper bound of the sum of the spool files' sizes. Default 32 MiB. */
+  maxBytes?: number;
+  /** Upper bound of the number of records. Default 20 000. */
+  maxRecords?: number;
+  /** After a disk error, how often the disk is retried when nothing else triggers it. Default 10 s. */
+  diskRetryMs?: number;
+  /** Minimum interval between two repeated error lines of the same kind. Default 60 s. */
+  errorLogIntervalMs?: number;
+}
+
+/** A record as handed out by `peek`, to be passed back to `ack` once the sink confirmed it. */
+export interface SpoolEntry {
+  /** Position in the spool; unique within this process, increasing in delivery order. */
+  readonly seq: number;
+  readonly recordType: RecordType;
+  /** Encoded size (the size of its file). */
+  readonly bytes: number;
+  readonly record: ShipperRecord;
+}
+
+export interface AppendResult {
+  /** True when every admitted record of this call is on disk; false when some are only in memory. */
+  durable: boolean;
+  /** Records of this call that were admitted (the rest were heartbeats dropped by the bounds). */
+  admitted: number;
+}
+
+export interface SpoolStats {
+  depth: number;
+  bytes: number;
+  lifecycle: number;
+  heartbeats: number;
+  /** Records held only in memory because the disk failed. */
+  memoryHeld: number;
+  appended: number;
+  acked: number;
+  dropped: { heartbeat: number; lifecycle: number };
+  /** Lifecycle records admitted although the spool was full of lifecycle records (never dropped). */
+  lifecycleOverLimit: number;
+  quarantined: number;
+  /** Records moved to `rejected/` because the sink can never take them (see DeliveryLoop). */
+  rejected: number;
+  /** Files that vanished from the directory behind the spool's back. */
+  missing: number;
+  diskErrors: number;
+  degraded: boolean;
+  lastDiskError: string | null;
+}
+
+interface IndexEntry {
+  seq: number;
+  recordType: RecordType;
+  bytes: number;
+  /** File name once durable; null while held in memory only. */
+  file: string | null;
+  /** The encoded file content while held in memory (null once on disk: read back on peek). */
+  data: Buffer | null;
+  record: ShipperRecord | null;
+}
+
+function errCode(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return typeof code === 'string' ? code : 'EUNKNOWN';
+}
+
+async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+export class Spool {
+  readonly dir: string;
+  private readonly logger: Logger;
+  private readonly maxBytes: number;
+  private readonly maxRecords: number;
+  private readonly diskRetryMs: number;
+  private readonly limiter: LogLimiter;
+
+  /** All entries; Map iteration order is insertion order, and seqs are inserted increasing. */
+  private readonly index = new Map<number, IndexEntry>();
+  /** The heartbeat subset, same order: its first entry is the oldest heartbeat. */
+  private readonly heartbeatIndex = new Map<number, IndexEntry>();
+  private nextSeq = 1;
+  private totalBytes = 0;
+  private memoryHeldCount = 0;
+  private chain: Promise<unknown> = Promise.resolve();
+  private readonly listeners = new Set<() => void>();
+  private retryTimer: NodeJS.Timeout | null = null;
+  private closed = false;
+
+  private readonly counters = {
+    appended: 0,
+    acked: 0,
+    droppedHeartbeat: 0,
+    lifecycleOverLimit: 0,
+    quarantined: 0,
+    rejected: 0,
+    missing: 0,
+    diskErrors: 0,
+  };
+  private diskError: string | null = null;
+
+  private constructor(options: SpoolOptions) {
+    this.dir = options.dir;
+    this.logger = options.logger.child({ component: 'spool' });
+    this.maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
+    this.maxRecords = options.maxRecords ?? DEFAULT_MAX_RECORDS;
+    this.diskRetryMs = options.diskRetryMs ?? DEFAULT_DISK_RETRY_MS;
+    this.limiter = new LogLimiter(options.errorLogIntervalMs ?? 60_000);
+    if (!(this.maxBytes > 0) || !(this.maxRecords > 0))
+      throw new RangeError('maxBytes and maxRecords must be > 0');
+  }
+
+  /**
+   * Creates the directory if needed and loads what a previous run left, in order. Corrupt,
+   * partial (`.tmp`) and unknown files are moved to `quarantine/` with a warning. Throws only when
+   * the directory itself cannot be created or listed (a configuration error at start-up).
+   */
+  static async open(options: SpoolOptions): Promise<Spool> {
+    const spool = new Spool(options);
+    await spool.load();
+    return spool;
+  }
+
+  get depth(): number {
+    return this.index.size;
+  }
+
+  get bytes(): number {
+    return this.totalBytes;
+  }
+
+  /** Calls `listener` after every append that admitted records (the delivery loop wakes on it). */
+  subscribe(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * Appends records in order. Resolves once they are durable (files and directory fsynced), or,
+   * after a disk error that is logged loudly, once they are held in memory (`durable: false`);
+   * those are still delivered and written to disk as soon as the disk works again.
+   *
+   * Bounds: while the spool is over `maxRecords`/`maxBytes`, the oldest heartbeat is dropped
+   * (logged and counted); a new heartbeat is dropped itself when no older one is left. A
+   * lifecycle record is never dropped: with only lifecycle records left it is admitted over the
+   * bound (logged at error level, counted in `lifecycleOverLimit`) and written to disk like any
+   * other, because a lifecycle record held only in memory would not survive the very reboot it
+   * announces.
+   */
+  append(records: readonly ShipperRecord[]): Promise<AppendResult> {
+    if (this.closed) return Promise.reject(new Error('spool is closed'));
+    if (records.length === 0) return Promise.resolve({ durable: true, admitted: 0 });
+    return this.locked(async () => {
+      const admitted: IndexEntry[] = [];
+      const victims: IndexEntry[] = [];
+      for (const record of records) {
+        const data = encodeRecord(record);
+        const entry: IndexEntry = {
+          seq: this.nextSeq++,
+          recordType: record.recordType,
+          bytes: data.length,
+          file: null,
+          data,
+          record,
+        };
+        if (!this.makeRoom(entry, victims)) continue;
+        this.insert(entry);
+        admitted.push(entry);
+      }
+      // Victims' files go after the new files are durable (losing a heartbeat is fine; losing
+      // the new records is not), and share their directory fsync.
+      // Records still held in memory from an earlier disk error are retried first, in order.
+      const toWrite =
+        this.memoryHeldCount > admitted.length
+          ? [...this.index.values()].filter((e) => e.file === null)
+          : admitted;
+      const durable = await this.persist(toWrite, victims);
+      this.counters.appended += admitted.length;
+      if (admitted.length > 0) for (const listener of this.listeners) listener();
+      return { durable, admitted: admitted.length };
+    });
+  }
+
+  /**
+   * Up to `max` oldest records, in order, without removing them. Files that turn out corrupt
+   * are quarantined and skipped. Rejects on an unexpected read error (the caller retries later).
+   */
+  peek(max: number): Promise<SpoolEntry[]> {
+    return this.locked(async () => {
+      const candidates: IndexEntry[] = [];
+      for (const entry of this.index.values()) {
+        if (candidates.length >= max) break;
+        candidates.push(entry);
+      }
+      const loaded = await mapLimit(candidates, IO_CONCURRENCY, async (entry) => {
+        if (entry.record) return { entry, record: entry.record, error: null };
+        try {
+          const data = await readFile(join(this.dir, entry.file as string));
+          return { entry, record: decodeRecord(data, entry.recordType), error: null };
+        } catch (error) {
+          return { entry, record: null, error };
+        }
+      });
+      const out: SpoolEntry[] = [];
+      let readError: unknown = null;
+      for (const { entry, record, error } of loaded) {
+        if (record) {
+          if (readError === null) {
+            out.push({ seq: entry.seq, recordType: entry.recordType, bytes: entry.bytes, record });
+          }
+          continue;
+        }
+        if (error instanceof CorruptRecordError) {
+          this.remove(entry);
+          await this.quarantine(entry.file as string, error.message);
+        } else if (errCode(error) === 'ENOENT') {
+          this.remove(entry);
+          this.counters.missing += 1;
+          this.logger.error(
+            { file: entry.file },
+            'spool file vanished from the spool directory; record lost',
+          );
+        } else if (readError === null) {
+          // Keep order: nothing after an unreadable entry is handed out.
+          readError = error;
+        }
+      }
+      if (readError !== null && out.length === 0) throw readError;
+      return out;
+    });
+  }
+
+  /** Removes records the sink confirmed (unlinks their files, one directory fsync). */
+  ack(entries: readonly SpoolEntry[]): Promise<void> {
+    if (entries.length === 0) return Promise.resolve();
+    return this.locked(async () => {
+      const files: string[] = [];
+      for (const e of entries) {
+        const entry = this.index.get(e.seq);
+        if (!entry) continue; // already dropped or acked
+        this.remove(entry);
+        this.counters.acked += 1;
+        if (entry.file) files.push(entry.file);
+      }
+      await this.unlinkAll(files, 'acknowledged record');
+    });
+  }
+
+  /**
+   * Moves records the sink can never accept (a single record over the sink's size limit) out of
+   * the queue into `rejected/`, so they neither wedge the queue nor vanish. Logged at error level.
+   */
+  reject(entries: readonly SpoolEntry[], reason: string): Promise<void> {
+    if (entries.length === 0) return Promise.resolve();
+    return this.locked(async () => {
+      const rejectedDir = join(this.dir, REJECTED_DIR);
+      for (const e of entries) {
+        const entry = this.index.get(e.seq);
+        if (!entry) continue;
+        this.remove(entry);
+        this.counters.rejected += 1;
+        const target = join(
+          rejectedDir,
+          fileName(entry.seq, entry.recordType).replace(RECORD_SUFFIX, `.${Date.now()}${RECORD_SUFFIX}`),
+        );
+        try {
+          await mkdir(rejectedDir, { recursive: true });
+          if (entry.file) await rename(join(this.dir, entry.file), target);
+          else await writeFile(target, entry.data ?? encodeRecord(e.record));
+        } catch (err) {
+          this.logger.error({ err, seq: entry.seq }, 'could not move a rejected record to rejected/');
+        }
+        this.logger.error(
+          {
+            recordId: e.record.recordId,
+            recordType: entry.recordType,
+            bytes: entry.bytes,
+            reason,
+            dir: rejectedDir,
+          },
+          'record rejected by the sink for good; moved to the rejected/ directory, not delivered',
+        );
+      }
+    });
+  }
+
+  stats(): SpoolStats {
+    return {
+      depth: this.index.size,
+      bytes: this.totalBytes,
+      lifecycle: this.index.size - this.heartbeatIndex.size,
+      heartbeats: this.heartbeatIndex.size,
+      memoryHeld: this.memoryHeldCount,
+      appended: this.counters.appended,
+      acked: this.counters.acked,
+      dropped: { heartbeat: this.counters.droppedHeartbeat, lifecycle: 0 },
+      lifecycleOverLimit: this.counters.lifecycleOverLimit,
+      quarantined: this.counters.quarantined,
+      rejected: this.counters.rejected,
+      missing: this.counters.missing,
+      diskErrors: this.counters.diskErrors,
+      degraded: this.diskError !== null,
+      lastDiskError: this.diskError,
+    };
+  }
+
+  /**
+   * Tries to write memory-held records to disk now (also done on every append and by a timer
+   * while degraded). Resolves true when nothing is left only in memory.
+   */
+  retryDisk(): Promise<boolean> {
+    return this.locked(async () => {
+      if (this.memoryHeldCount === 0) return true;
+      const held = [...this.index.values()].filter((e) => e.file === null);
+      return this.persist(held, []);
+    });
+  }
+
+  /** Stops the disk retry timer and waits for pending operations. Memory-held records are logged. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.clearRetryTimer();
+    await this.locked(async () => undefined);
+    if (this.memoryHeldCount > 0) {
+      this.logger.error(
+        { memoryHeld: this.memoryHeldCount, lastDiskError: this.diskError },
+        'spool closed with records held only in memory (disk unusable): they are lost with this process',
+      );
+    }
+  }
+
+  // ---- internals ----
+
+  private locked<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.chain.then(fn, fn);
+    this.chain = run.catch(() => undefined);
+    return run;
+  }
+
+  private insert(entry: IndexEntry): void {
+    this.index.set(entry.seq, entry);
+    if (entry.recordType === 'heartbeat') this.heartbeatIndex.set(entry.seq, entry);
+    this.totalBytes += entry.bytes;
+    if (entry.file === null) this.memoryHeldCount += 1;
+  }
+
+  private remove(entry: IndexEntry): void {
+    if (!this.index.delete(entry.seq)) return;
+    this.heartbeatIndex.delete(entry.seq);
+    this.totalBytes -= entry.bytes;
+    if (entry.file === null) this.memoryHeldCount -= 1;
+  }
+
+  private full(extraBytes: number): boolean {
+    return this.index.size + 1 > this.maxRecords || this.totalBytes + extraBytes > this.maxBytes;
+  }
+
+  /** Applies the drop policy for `entry`; returns false when `entry` itself is dropped. */
+  private makeRoom(entry: IndexEntry, victims: IndexEntry[]): boolean {
+    while (this.full(entry.bytes)) {
+      const oldest = this.heartbeatIndex.values().next();
+      if (!oldest.done) {
+        const victim = oldest.value;
+        this.remove(victim);
+        this.counters.droppedHeartbeat += 1;
+        if (victim.file) victims.push(victim);
+        this.logDrop(victim.seq, 'oldest heartbeat dropped: spool full');
+        continue;
+      }
+      if (entry.recordType === 'heartbeat') {
+        this.counters.droppedHeartbeat += 1;
+        this.logDrop(entry.seq, 'new heartbeat dropped: spool full of lifecycle records');
+        return false;
+      }
+      this.counters.lifecycleOverLimit += 1;
+      this.logger.error(
+        {
+          recordId: entry.record?.recordId,
+          depth: this.index.size,
+          bytes: this.totalBytes,
+          maxRecords: this.maxRecords,
+          maxBytes: this.maxBytes,
+          lifecycleOverLimit: this.counters.lifecycleOverLimit,
+        },
+        'spool full of lifecycle records: admitting this lifecycle record over the bound (never dropped); is the sink down?',
+      );
+      return true;
+    }
+    return true;
+  }
+
+  private logDrop(seq: number, msg: string): void {
+    const suppressed = this.limiter.take('drop');
+    if (suppressed === null) return;
+    this.logger.warn(
+      {
+        seq,
+        droppedHeartbeats: this.counters.droppedHeartbeat,
+        suppressed,
+        depth: this.index.size,
+        bytes: this.totalBytes,
+        maxRecords: this.maxRecords,
+        maxBytes: this.maxBytes,
+      },
+      msg,
+    );
+  }
+
+  /**
+   * Writes `entries` (some may already be on disk: skipped) atomically, unlinks `victims`, and
+   * fsyncs the directory once. On failure the entries stay in memory and the spool is degraded.
+   */
+  private async persist(entries: readonly IndexEntry[], victims: readonly IndexEntry[]): Promise<boolean> {
+    const pending = entries.filter((e) => e.file === null && this.index.has(e.seq));
+    if (pending.length > 0) {
+      const written: string[] = [];
+      try {
+        if (this.diskError !== null) await mkdir(this.dir, { recursive: true });
+        await mapLimit(pending, IO_CONCURRENCY, async (entry) => {
+          const tmp = join(this.dir, fileName(entry.seq, entry.recordType) + TEMP_SUFFIX);
+          const handle = await open(tmp, 'w', 0o600);
+          written.push(tmp);
+          try {
+            await handle.writeFile(entry.data as Buffer);
+            await handle.sync();
+          } finally {
+            await handle.close();
+          }
+        });
+        // Renames in order, so that after a crash no later record exists without the earlier ones.
+        for (const entry of pending) {
+          const name = fileName(entry.seq, entry.recordType);
+          await rename(join(this.dir, name + TEMP_SUFFIX), join(this.dir, name));
+          written.push(join(this.dir, name));
+        }
+        await this.unlinkVictims(victims);
+        await this.fsyncDir();
+      } catch (err) {
+        await Promise.all(written.map((p) => unlink(p).catch(() => undefined)));
+        await this.unlinkVictims(victims).catch(() => undefined);
+        this.enterDegraded(err);
+        return false;
+      }
+      for (const entry of pending) {
+        entry.file = fileName(entry.seq, entry.recordType);
+        entry.data = null;
+        entry.record = null;
+        this.memoryHeldCount -= 1;
+      }
+    } else if (victims.length > 0) {
+      try {
+        await this.unlinkVictims(victims);
+        await this.fsyncDir();
+      } catch (err) {
+        this.logLimited('victim-unlink', { err }, 'could not remove dropped heartbeat files');
+      }
+    }
+    if (this.diskError !== null && this.memoryHeldCount === 0) this.leaveDegraded();
+    return pending.every((e) => e.file !== null || !this.index.has(e.seq));
+  }
+
+  private async unlinkVictims(victims: readonly IndexEntry[]): Promise<void> {
+    await Promise.all(
+      victims.map((v) =>
+        unlink(join(this.dir, v.file as string)).catch((err: unknown) => {
+          if (errCode(err) !== 'ENOENT') throw err;
+        }),
+      ),
+    );
+  }
+
+  private async unlinkAll(files: readonly string[], what: string): Promise<void> {
+    if (files.length === 0) return;
+    let failures = 0;
+    let firstError: unknown = null;
+    await mapLimit(files, IO_CONCURRENCY, async (f) => {
+      try {
+        await unlink(join(this.dir, f));
+      } catch (err) {
+        if (errCode(err) === 'ENOENT') return;
+        failures += 1;
+        firstError ??= err;
+      }
+    });
+    try {
+      await this.fsyncDir();
+    } catch (err) {
+      failures += 1;
+      firstError ??= err;
+    }
+    if (failures > 0) {
+      this.counters.diskErrors += 1;
+      this.logLimited(
+        'unlink',
+        { err: firstError, failures },
+        `could not remove ${what} files: they will be delivered again after a restart (duplicates)`,
+      );
+    }
+  }
+
+  private async fsyncDir(): Promise<void> {
+    const handle = await open(this.dir, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
+
+  private enterDegraded(err: unknown): void {
+    this.counters.diskErrors += 1;
+    const code = errCode(err);
+    const first = this.diskError === null;
+    this.diskError = code;
+    const fields = {
+      err,
+      code,
+      dir: this.dir,
+      memoryHeld: this.memoryHeldCount,
+      diskErrors: this.counters.diskErrors,
+    };
+    if (first) {
+      this.limiter.reset('disk');
+      this.limiter.take('disk');
+      this.logger.error(
+        fields,
+        'SPOOL DISK ERROR: records are now held in memory only (still delivered, but lost if the process dies); retrying the disk',
+      );
+    } else {
+      this.logLimited('disk', fields, 'spool disk still failing; records held in memory');
+    }
+    this.scheduleRetry();
+  }
+
+  private leaveDegraded(): void {
+    this.logger.warn(
+      { dir: this.dir, previousError: this.diskError },
+      'spool disk works again; all records are durable',
+    );
+    this.diskError = null;
+    this.clearRetryTimer();
+  }
+
+  private scheduleRetry(): void {
+    if (this.retryTimer || this.closed) return;
+    this.retryTimer = setInterval(() => {
+      if (this.memoryHeldCount === 0) {
+        this.clearRetryTimer();
+        return;
+      }
+      void this.retryDisk().catch(() => undefined);
+    }, this.diskRetryMs);
+    this.retryTimer.unref();
+  }
+
+  private clearRetryTimer(): void {
+    if (this.retryTimer) clearInterval(this.retryTimer);
+    this.retryTimer = null;
+  }
+
+  private logLimited(key: string, fields: Record<string, unknown>, msg: string): void {
+    const suppressed = this.limiter.take(key);
+    if (suppressed === null) return;
+    this.logger.error({ ...fields, suppressed }, msg);
+  }
+
+  private async quarantine(name: string, reason: string): Promise<void> {
+    this.counters.quarantined += 1;
+    const qdir = join(this.dir, QUARANTINE_DIR);
+    const target = join(qdir, `${name}.${Date.now()}`);
+    try {
+      await mkdir(qdir, { recursive: true });
+      await rename(join(this.dir, name), target);
+      this.logger.warn({ file: name, reason, movedTo: target }, 'corrupt or partial spool file quarantined');
+    } catch (err) {
+      this.logger.error({ err, file: name, reason }, 'corrupt spool file could not be quarantined; skipped');
+    }
+  }
+
+  private async load(): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    const dirents: Dirent[] = await readdir(this.dir, { withFileTypes: true });
+    const candidates: { name: string; seq: number; recordType: RecordType }[] = [];
+    const strays: { name: string; reason: string }[] = [];
+    for (const d of dirents) {
+      if (d.isDirectory()) continue; // quarantine/, rejected/, or someone else's: left alone
+      const parsed = parseFileName(d.name);
+      if (parsed && d.isFile()) candidates.push({ name: d.name, ...parsed });
+      else if (d.name.endsWith(TEMP_SUFFIX))
+        strays.push({ name: d.name, reason: 'partial write (temp file)' });
+      else strays.push({ name: d.name, reason: 'not a spool file' });
+    }
+    candidates.sort((a, b) => a.seq - b.seq);
+    const loaded = await mapLimit(candidates, IO_CONCURRENCY, async (c) => {
+      try {
+        const data = await readFile(join(this.dir, c.name));
+        decodeRecord(data, c.recordType);
+        return { c, bytes: data.length, reason: null };
+      } catch (err) {
+        if (err instanceof CorruptRecordError) return { c, bytes: 0, reason: err.message };
+        throw err;
+      }
+    });
+    for (const { c, bytes, reason } of loaded) {
+      if (reason !== null) {
+        strays.push({ name: c.name, reason });
+        continue;
+      }
+      this.insert({ seq: c.seq, recordType: c.recordType, bytes, file: c.name, data: null, record: null });
+      this.nextSeq = Math.max(this.nextSeq, c.seq + 1);
+    }
+    for (const s of strays) await this.quarantine(s.name, s.reason);
+    if (this.index.size > 0 || strays.length > 0) {
+      this.logger.info(
+        {
+          dir: this.dir,
+          depth: this.index.size,
+          bytes: this.totalBytes,
+          lifecycle: this.index.size - this.heartbeatIndex.size,
+          quarantined: strays.length,
+        },
+        'spool loaded; replaying in order',
+      );
+    }
+  }
+}
