@@ -1,0 +1,104 @@
+/**
+ * A bounded memory of the transitions already emitted, keyed by (eventId lower-cased, phase[,
+ * notBefore for Rescheduled]): the same key is never emitted twice while remembered, which
+ * guards against re-emission after tracker-state loss and against flapping documents (an event
+ * that drops out of one document and comes back). Bounded by count (LRU) and by age (TTL).
+ *
+ * Lives outside the pure tracker because lru-cache reads a clock. The clock is epoch ms
+ * (`Date.now` unless injected) so that persisted entries keep their age across restarts.
+ */
+import { LRUCache } from 'lru-cache';
+import type { Transition } from './tracker.js';
+
+export const DEFAULT_EMITTED_KEYS_MAX = 10_000;
+/** Seven days: longer than any event lives in a document (degraded-hardware notices give days). */
+export const DEFAULT_EMITTED_KEYS_TTL_MS = 7 * 24 * 3600 * 1000;
+
+/** Persisted form: `[key, emittedAt epoch ms]`, least recently used first. */
+export interface EmittedKeysDump {
+  version: 1;
+  entries: [string, number][];
+}
+
+export interface EmittedKeysOptions {
+  max?: number;
+  ttlMs?: number;
+  /** Epoch-ms clock; tests inject one. */
+  now?: () => number;
+}
+
+/** The dedup key of a transition. Rescheduled includes the new notBefore (or '' for none). */
+export function emittedKeyOf(t: Pick<Transition, 'event' | 'phase' | 'notBefore'>): string {
+  const id = t.event.EventId.toLowerCase();
+  return t.phase === 'Rescheduled' ? `${id}|Rescheduled|${t.notBefore ?? ''}` : `${id}|${t.phase}`;
+}
+
+export class EmittedKeys {
+  readonly #cache: LRUCache<string, number>;
+  readonly #now: () => number;
+  readonly #ttlMs: number;
+
+  constructor(options: EmittedKeysOptions = {}) {
+    this.#now = options.now ?? Date.now;
+    this.#ttlMs = options.ttlMs ?? DEFAULT_EMITTED_KEYS_TTL_MS;
+    this.#cache = new LRUCache<string, number>({
+      max: options.max ?? DEFAULT_EMITTED_KEYS_MAX,
+      ttl: this.#ttlMs,
+      ttlAutopurge: false,
+      perf: { now: this.#now },
+    });
+  }
+
+  get size(): number {
+    return this.#cache.size;
+  }
+
+  has(key: string): boolean {
+    return this.#cache.has(key);
+  }
+
+  add(key: string, emittedAt: number = this.#now()): void {
+    this.#cache.set(key, emittedAt, { start: emittedAt });
+  }
+
+  /** The transitions whose key has not been emitted yet (order kept). */
+  unseen(transitions: readonly Transition[]): Transition[] {
+    const out: Transition[] = [];
+    for (const t of transitions) if (!this.has(emittedKeyOf(t))) out.push(t);
+    return out;
+  }
+
+  /** Remembers the transitions as emitted, at their observation time. */
+  addAll(transitions: readonly Transition[]): void {
+    for (const t of transitions) this.add(emittedKeyOf(t), t.observedAt);
+  }
+
+  dump(): EmittedKeysDump {
+    const entries: [string, number][] = [];
+    // rentries(): least recently used first, so that load() rebuilds the same recency order.
+    for (const [key, emittedAt] of this.#cache.rentries() as Iterable<[string, number]>) {
+      entries.push([key, emittedAt]);
+    }
+    return { version: 1, entries };
+  }
+
+  /** Adds persisted entries (expired ones are skipped). Malformed entries are ignored. */
+  load(dump: EmittedKeysDump): void {
+    const now = this.#now();
+    for (const entry of dump.entries) {
+      if (!Array.isArray(entry)) continue;
+      const [key, emittedAt] = entry;
+      if (typeof key !== 'string' || typeof emittedAt !== 'number' || !Number.isFinite(emittedAt)) continue;
+      if (now - emittedAt >= this.#ttlMs) continue;
+      this.add(key, emittedAt);
+    }
+  }
+}
+
+/** Validates a persisted dump; null when it is not one. */
+export function parseEmittedKeysDump(x: unknown): EmittedKeysDump | null {
+  if (typeof x !== 'object' || x === null) return null;
+  const d = x as { version?: unknown; entries?: unknown };
+  if (d.version !== 1 || !Array.isArray(d.entries)) return null;
+  return { version: 1, entries: d.entries as [string, number][] };
+}
