@@ -18,9 +18,16 @@ export interface Sink {
  */
 export class SinkError extends Error {
   readonly retryable: boolean;
-  constructor(message: string, options: { retryable: boolean; cause?: unknown }) {
+  /**
+   * The batch as a whole exceeds what the sink accepts in one send (e.g. the Event Hubs message or
+   * batch size limit). The delivery loop then halves the batch; a single record flagged too large
+   * is moved to the spool's `rejected/` directory. Contract: src/pipeline/delivery.ts.
+   */
+  readonly tooLarge?: boolean;
+  constructor(message: string, options: { retryable: boolean; tooLarge?: boolean; cause?: unknown }) {
     super(message, { cause: options.cause });
     this.name = 'SinkError';
     this.retryable = options.retryable;
+    if (options.tooLarge) this.tooLarge = true;
   }
 }

@@ -56,13 +56,6 @@ export interface SpoolEntry {
   readonly record: ShipperRecord;
 }
 
-export interface AppendResult {
-  /** True when every admitted record of this call is on disk; false when some are only in memory. */
-  durable: boolean;
-  /** Records of this call that were admitted (the rest were heartbeats dropped by the bounds). */
-  admitted: number;
-}
-
 export interface SpoolStats {
   depth: number;
   bytes: number;
@@ -184,8 +177,9 @@ export class Spool {
 
   /**
    * Appends records in order. Resolves once they are durable (files and directory fsynced), or,
-   * after a disk error that is logged loudly, once they are held in memory (`durable: false`);
-   * those are still delivered and written to disk as soon as the disk works again.
+   * after a disk error that is logged loudly, once they are held in memory (`stats().memoryHeld`,
+   * `stats().degraded`); those are still delivered and written to disk as soon as the disk works
+   * again.
    *
    * Bounds: while the spool is over `maxRecords`/`maxBytes`, the oldest heartbeat is dropped
    * (logged and counted); a new heartbeat is dropped itself when no older one is left. A
@@ -194,9 +188,9 @@ export class Spool {
    * other, because a lifecycle record held only in memory would not survive the very reboot it
    * announces.
    */
-  append(records: readonly ShipperRecord[]): Promise<AppendResult> {
+  append(records: readonly ShipperRecord[]): Promise<void> {
     if (this.closed) return Promise.reject(new Error('spool is closed'));
-    if (records.length === 0) return Promise.resolve({ durable: true, admitted: 0 });
+    if (records.length === 0) return Promise.resolve();
     return this.locked(async () => {
       const admitted: IndexEntry[] = [];
       const victims: IndexEntry[] = [];
@@ -221,10 +215,9 @@ export class Spool {
         this.memoryHeldCount > admitted.length
           ? [...this.index.values()].filter((e) => e.file === null)
           : admitted;
-      const durable = await this.persist(toWrite, victims);
+      await this.persist(toWrite, victims);
       this.counters.appended += admitted.length;
       if (admitted.length > 0) for (const listener of this.listeners) listener();
-      return { durable, admitted: admitted.length };
     });
   }
 
