@@ -3,15 +3,26 @@ import { Command } from 'commander';
 import { createEventHubsEmulatorCommand } from '../emulators/eventhubs/command.js';
 import { createImdsEmulatorCommand } from '../emulators/imds/command.js';
 import { SHIPPER_VERSION } from '../version.js';
+import { applyExitPolicy, exitCodeFor } from './exit.js';
+import { createOnceCommand } from './once.js';
+import { createRunCommand } from './run.js';
 
 const program = new Command('se-shipper')
   .description('Ships Azure Scheduled Events of this VM to Azure Event Hubs, at least once.')
   .version(SHIPPER_VERSION);
 
-program
-  .command('emulate')
-  .description('local emulators of the Azure services the shipper talks to')
-  .addCommand(createImdsEmulatorCommand())
-  .addCommand(createEventHubsEmulatorCommand());
+program.addCommand(createRunCommand());
+program.addCommand(createOnceCommand());
+program.addCommand(
+  new Command('emulate')
+    .description('local emulators of the Azure services the shipper talks to')
+    .addCommand(createImdsEmulatorCommand())
+    .addCommand(createEventHubsEmulatorCommand()),
+);
+applyExitPolicy(program);
 
-await program.parseAsync(process.argv);
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  process.exitCode = exitCodeFor(err);
+}

@@ -59,7 +59,8 @@ export const SHIPPER_OPTIONS: readonly OptionSpec[] = [
   spec({
     key: 'scope',
     flag: '--scope <scope>',
-    description: 'self: only events whose Resources name this VM (or while its name is unknown); all: every event',
+    description:
+      'self: only events whose Resources name this VM (or while its name is unknown); all: every event',
     defaultValue: 'self',
     parse: oneOf(SCOPES),
   }),

@@ -9,7 +9,12 @@ const fail = (problem: string): never => {
 
 export function integer(min: number, max = Number.MAX_SAFE_INTEGER): Parser<number> {
   return (raw) => {
-    const n = typeof raw === 'number' ? raw : typeof raw === 'string' && /^-?\d+$/.test(raw.trim()) ? Number(raw) : Number.NaN;
+    const n =
+      typeof raw === 'number'
+        ? raw
+        : typeof raw === 'string' && /^-?\d+$/.test(raw.trim())
+          ? Number(raw)
+          : Number.NaN;
     if (!Number.isSafeInteger(n)) return fail('must be a whole number');
     if (n < min || n > max) return fail(`must be between ${min} and ${max}`);
     return n;

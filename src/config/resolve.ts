@@ -19,7 +19,10 @@ export interface ResolvedConfig {
 }
 
 /** Reads a JSON config file whose keys are option keys (camelCase). Unknown keys are errors. */
-export function readConfigFile(path: string, options: readonly OptionSpec[] = SHIPPER_OPTIONS): Record<string, unknown> {
+export function readConfigFile(
+  path: string,
+  options: readonly OptionSpec[] = SHIPPER_OPTIONS,
+): Record<string, unknown> {
   let raw: unknown;
   try {
     raw = JSON.parse(readFileSync(path, 'utf8'));
@@ -40,7 +43,10 @@ export function readConfigFile(path: string, options: readonly OptionSpec[] = SH
 }
 
 /** Applies precedence flags > env > file > defaults and validates every value. */
-export function resolveConfig(sources: ConfigSources, options: readonly OptionSpec[] = SHIPPER_OPTIONS): ResolvedConfig {
+export function resolveConfig(
+  sources: ConfigSources,
+  options: readonly OptionSpec[] = SHIPPER_OPTIONS,
+): ResolvedConfig {
   const config: Record<string, unknown> = {};
   const from: Record<string, ConfigSource> = {};
   for (const option of options) {

@@ -74,7 +74,8 @@ export class ImdsClient {
         try {
           return await fn();
         } catch (err) {
-          if (err instanceof ImdsError && (!err.retryable || err.kind === 'document')) throw new AbortError(err);
+          if (err instanceof ImdsError && (!err.retryable || err.kind === 'document'))
+            throw new AbortError(err);
           throw err;
         }
       },
@@ -85,7 +86,8 @@ export class ImdsClient {
         randomize: true,
         signal,
         onFailedAttempt: ({ error, attemptNumber, retriesLeft }) => {
-          if (retriesLeft > 0) this.logger?.debug({ err: error, attemptNumber, what }, 'IMDS attempt failed, retrying');
+          if (retriesLeft > 0)
+            this.logger?.debug({ err: error, attemptNumber, what }, 'IMDS attempt failed, retrying');
         },
       },
     );

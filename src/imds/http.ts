@@ -39,43 +39,65 @@ export function imdsHttpRequest(req: ImdsHttpRequest): Promise<ImdsHttpResponse>
       cleanup();
       reject(err);
     };
-    const request = http.request(
-      req.url,
-      { method: req.method, headers, agent: req.agent },
-      (res) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size > MAX_BODY_BYTES) {
-            request.destroy();
-            fail(new ImdsError(`IMDS response larger than ${MAX_BODY_BYTES} bytes`, { kind: 'document', retryable: false }));
-            return;
-          }
-          chunks.push(chunk);
+    const request = http.request(req.url, { method: req.method, headers, agent: req.agent }, (res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > MAX_BODY_BYTES) {
+          request.destroy();
+          fail(
+            new ImdsError(`IMDS response larger than ${MAX_BODY_BYTES} bytes`, {
+              kind: 'document',
+              retryable: false,
+            }),
+          );
+          return;
+        }
+        chunks.push(chunk);
+      });
+      res.on('error', (err) =>
+        fail(
+          new ImdsError(`IMDS response aborted: ${err.message}`, {
+            kind: 'network',
+            retryable: true,
+            cause: err,
+          }),
+        ),
+      );
+      res.on('aborted', () =>
+        fail(new ImdsError('IMDS response aborted mid-body', { kind: 'network', retryable: true })),
+      );
+      res.on('end', () => {
+        if (settled) return;
+        settled = true;
+        cleanup();
+        const etag = res.headers.etag;
+        resolve({
+          status: res.statusCode ?? 0,
+          etag: typeof etag === 'string' ? etag : undefined,
+          body: Buffer.concat(chunks).toString('utf8'),
         });
-        res.on('error', (err) =>
-          fail(new ImdsError(`IMDS response aborted: ${err.message}`, { kind: 'network', retryable: true, cause: err })),
-        );
-        res.on('aborted', () =>
-          fail(new ImdsError('IMDS response aborted mid-body', { kind: 'network', retryable: true })),
-        );
-        res.on('end', () => {
-          if (settled) return;
-          settled = true;
-          cleanup();
-          const etag = res.headers.etag;
-          resolve({ status: res.statusCode ?? 0, etag: typeof etag === 'string' ? etag : undefined, body: Buffer.concat(chunks).toString('utf8') });
-        });
-      },
-    );
+      });
+    });
     const timer = setTimeout(() => {
       request.destroy();
-      fail(new ImdsError(`IMDS request timed out after ${req.timeoutMs} ms`, { kind: 'timeout', retryable: true }));
+      fail(
+        new ImdsError(`IMDS request timed out after ${req.timeoutMs} ms`, {
+          kind: 'timeout',
+          retryable: true,
+        }),
+      );
     }, req.timeoutMs);
     const onAbort = () => {
       request.destroy();
-      fail(new ImdsError('IMDS request aborted', { kind: 'network', retryable: false, cause: req.signal?.reason }));
+      fail(
+        new ImdsError('IMDS request aborted', {
+          kind: 'network',
+          retryable: false,
+          cause: req.signal?.reason,
+        }),
+      );
     };
     const cleanup = () => {
       clearTimeout(timer);

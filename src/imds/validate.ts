@@ -90,7 +90,8 @@ export function parseInstanceCompute(body: string): InstanceCompute {
       cause: err,
     });
   }
-  if (!isObject(raw)) throw new ImdsError('malformed instance metadata: not an object', { kind: 'document', retryable: true });
+  if (!isObject(raw))
+    throw new ImdsError('malformed instance metadata: not an object', { kind: 'document', retryable: true });
   const compute = isObject(raw.compute) ? raw.compute : raw;
   const str = (v: unknown) => (typeof v === 'string' ? v : '');
   const osProfile = isObject(compute.osProfile) ? compute.osProfile : {};

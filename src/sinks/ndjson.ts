@@ -23,7 +23,8 @@ export class StreamNdjsonSink implements Sink {
     if (batch.length === 0) return Promise.resolve();
     return new Promise((resolve, reject) => {
       this.stream.write(toNdjson(batch), (err) => {
-        if (err) reject(new SinkError(`${this.name} write failed: ${err.message}`, { retryable: true, cause: err }));
+        if (err)
+          reject(new SinkError(`${this.name} write failed: ${err.message}`, { retryable: true, cause: err }));
         else resolve();
       });
     });
@@ -58,7 +59,10 @@ export class FileNdjsonSink implements Sink {
       // Drop the handle: after ENOSPC/EIO a fresh open on the next try is the safest state.
       await this.handle?.close().catch(() => {});
       this.handle = undefined;
-      throw new SinkError(`cannot append to ${this.path}: ${e.code ?? e.message}`, { retryable: true, cause: err });
+      throw new SinkError(`cannot append to ${this.path}: ${e.code ?? e.message}`, {
+        retryable: true,
+        cause: err,
+      });
     }
   }
 

@@ -1,0 +1,41 @@
+import { Command } from 'commander';
+import { createLogger } from '../observability/logger.js';
+import { startDaemon } from '../pipeline/daemon.js';
+import { addShipperOptions, resolveCommandConfig } from './options.js';
+
+export function createRunCommand(): Command {
+  const command = new Command('run').description(
+    'poll IMDS scheduled events and ship lifecycle records until SIGTERM/SIGINT',
+  );
+  addShipperOptions(command);
+  command.action(async (flags: Record<string, unknown>) => {
+    const { config, sources } = resolveCommandConfig(flags);
+    const logger = createLogger({ level: config.logLevel });
+    logger.debug({ sources }, 'configuration sources');
+    const daemon = await startDaemon(config, logger);
+    await new Promise<void>((resolve) => {
+      let stopping = false;
+      const onSignal = (signal: NodeJS.Signals) => {
+        if (stopping) {
+          logger.warn({ signal }, 'second signal: exiting now');
+          process.exit(1);
+        }
+        stopping = true;
+        logger.info({ signal }, 'stopping: finishing the current poll, flushing, saving state');
+        daemon.stop().then(
+          () => {
+            logger.info('stopped');
+            resolve();
+          },
+          (err: unknown) => {
+            logger.error({ err }, 'error while stopping');
+            resolve();
+          },
+        );
+      };
+      process.once('SIGTERM', onSignal);
+      process.once('SIGINT', onSignal);
+    });
+  });
+  return command;
+}

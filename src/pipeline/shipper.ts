@@ -1,0 +1,279 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Scope } from '../config/options.js';
+import type { ImdsClient } from '../imds/client.js';
+import { ImdsError } from '../imds/errors.js';
+import type { ScheduledEventsDocument } from '../imds/types.js';
+import { EmittedKeys, emittedKeyOf } from '../lifecycle/emitted-keys.js';
+import { buildLifecycleRecord, inScope, vmIdentityFromCompute } from '../lifecycle/enrich.js';
+import type { LifecycleRecord, ShipperIdentity, ShipperRecord } from '../lifecycle/record.js';
+import { loadState, saveState } from '../lifecycle/state-store.js';
+import { initialTrackerState, observeDocument, type TrackerState } from '../lifecycle/tracker.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { IdentityWatcher } from './identity.js';
+
+/** Where records go once derived: the spool in the daemon, a sink directly elsewhere. */
+export interface RecordOutput {
+  /** Resolves once the records are durable (or confirmed); throws otherwise. */
+  append(records: readonly ShipperRecord[]): Promise<void>;
+}
+
+export interface ShipperOptions {
+  imds: ImdsClient;
+  identity: IdentityWatcher;
+  output: RecordOutput;
+  stateDir: string;
+  pollIntervalMs: number;
+  scope: Scope;
+  logger: Logger;
+  metrics: Metrics;
+  shipper: ShipperIdentity;
+  /** Injected clock, epoch ms. */
+  now?: () => number;
+}
+
+const KNOWN_EVENT_TYPES = new Set(['freeze', 'reboot', 'redeploy', 'preempt', 'terminate']);
+const KNOWN_EVENT_STATUSES = new Set(['scheduled', 'started']);
+/** Persist at least this often even when nothing changed, so a restart measures its gap well. */
+const STATE_REFRESH_MS = 60_000;
+const MAX_FAILURE_BACKOFF_MS = 5_000;
+/** 400/404 will not fix themselves; poll rarely instead of hammering IMDS. */
+const NON_RETRYABLE_BACKOFF_MS = 30_000;
+
+/** An observation gap longer than a few poll intervals means we did not watch continuously. */
+export function gapThresholdFor(pollIntervalMs: number): number {
+  return Math.max(5 * pollIntervalMs, 5_000);
+}
+
+/**
+ * The poll loop: IMDS document → tracker → enrich → scope → output, then commit. The tracker
+ * state and the emitted keys are committed only after `output.append` resolved, so a crash in
+ * between re-derives the same transitions (same recordIds) on restart: a duplicate, never a loss.
+ */
+export class Shipper {
+  private tracker: TrackerState;
+  private readonly emitted: EmittedKeys;
+  private readonly now: () => number;
+  private readonly gapThresholdMs: number;
+  /** Ends the sleep between polls at once on stop. */
+  private readonly stopping = new AbortController();
+  /** Cuts an IMDS request still in flight a grace period after stop (the first call may hang 2 min). */
+  private readonly requestAbort = new AbortController();
+  private loopDone: Promise<void> | undefined;
+  private consecutiveFailures = 0;
+  private lastPersistAt = 0;
+  private lastFailureLogAt = 0;
+  private readonly warnedOnce = new Set<string>();
+  private lastDocument: ScheduledEventsDocument | undefined;
+
+  private constructor(
+    private readonly options: ShipperOptions,
+    tracker: TrackerState,
+    emitted: EmittedKeys,
+  ) {
+    this.tracker = tracker;
+    this.emitted = emitted;
+    this.now = options.now ?? Date.now;
+    this.gapThresholdMs = gapThresholdFor(options.pollIntervalMs);
+  }
+
+  /** Loads persisted state from the state dir (a missing or corrupt file starts fresh). */
+  static async open(options: ShipperOptions): Promise<Shipper> {
+    const saved = await loadState(options.stateDir, options.logger);
+    const emitted = new EmittedKeys();
+    if (saved?.emittedKeys) emitted.load(saved.emittedKeys);
+    const shipper = new Shipper(options, saved?.tracker ?? initialTrackerState(), emitted);
+    if (saved) {
+      options.logger.info(
+        {
+          trackedEvents: Object.keys(saved.tracker.events).length,
+          lastObservedAt: saved.tracker.lastObservedAt,
+        },
+        'resumed from saved state',
+      );
+    }
+    return shipper;
+  }
+
+  get activeEvents(): number {
+    return this.lastDocument?.Events.length ?? 0;
+  }
+
+  start(): void {
+    this.loopDone ??= this.loop();
+  }
+
+  private async loop(): Promise<void> {
+    const { pollIntervalMs } = this.options;
+    while (!this.stopping.signal.aborted) {
+      const startedAt = this.now();
+      const failure = await this.pollOnce();
+      if (this.stopping.signal.aborted) break;
+      let delay = pollIntervalMs - (this.now() - startedAt);
+      if (failure instanceof ImdsError && failure.kind === 'http' && !failure.retryable) {
+        delay = NON_RETRYABLE_BACKOFF_MS;
+      } else if (failure && !(failure instanceof ImdsError && failure.kind === 'document')) {
+        delay = Math.min(
+          Math.max(pollIntervalMs, MAX_FAILURE_BACKOFF_MS),
+          pollIntervalMs * 2 ** (this.consecutiveFailures - 1),
+        );
+      }
+      try {
+        await sleep(Math.max(0, delay), undefined, { signal: this.stopping.signal });
+      } catch {
+        break; // aborted by stop()
+      }
+    }
+  }
+
+  /** One poll. Returns the failure, if any; never throws. */
+  async pollOnce(): Promise<unknown> {
+    const { imds, metrics, logger } = this.options;
+    let document: ScheduledEventsDocument;
+    try {
+      const result = await imds.getScheduledEvents(this.requestAbort.signal);
+      document = result.document;
+      if (result.notModified) metrics.inc('pollsNotModified');
+    } catch (err) {
+      if (this.requestAbort.signal.aborted) return undefined;
+      metrics.inc('pollsFailed');
+      this.consecutiveFailures++;
+      this.logPollFailure(err);
+      return err;
+    }
+    metrics.inc('pollsOk');
+    const observedAt = this.now();
+    metrics.set('lastPollOkTimestampSeconds', Math.floor(observedAt / 1000));
+    if (this.consecutiveFailures > 0) {
+      logger.info({ failures: this.consecutiveFailures }, 'IMDS answering again');
+      this.consecutiveFailures = 0;
+    }
+    try {
+      await this.process(document, observedAt);
+    } catch (err) {
+      // The output refused the records: keep the old state so the next poll derives them again.
+      logger.error(
+        { err },
+        'could not hand records to the spool; they will be derived again on the next poll',
+      );
+      return err;
+    }
+    return undefined;
+  }
+
+  private async process(document: ScheduledEventsDocument, observedAt: number): Promise<void> {
+    const { metrics, logger, scope, output } = this.options;
+    if (document !== this.lastDocument) this.warnUnknownValues(document);
+    this.lastDocument = document;
+    metrics.set('activeEvents', document.Events.length);
+    metrics.set('lastIncarnation', document.DocumentIncarnation);
+
+    const observed = observeDocument(this.tracker, document, observedAt, {
+      gapThresholdMs: this.gapThresholdMs,
+    });
+    for (const warning of observed.warnings ?? [])
+      this.warnOnce(warning, { warning }, 'scheduled event warning');
+
+    const keys: string[] = [];
+    const records: LifecycleRecord[] = [];
+    if (observed.transitions.length > 0) {
+      metrics.inc('transitions', observed.transitions.length);
+      const compute = this.options.identity.current;
+      const vm = compute ? vmIdentityFromCompute(compute) : null;
+      for (const transition of observed.transitions) {
+        const key = emittedKeyOf(transition);
+        if (this.emitted.has(key)) continue;
+        keys.push(key);
+        const record = buildLifecycleRecord(transition, vm, this.options.shipper);
+        if (!inScope(record, scope)) {
+          metrics.inc('recordsSkippedScope');
+          continue;
+        }
+        records.push(record);
+      }
+    }
+    if (records.length > 0) {
+      await output.append(records);
+      metrics.inc('recordsSpooled', records.length);
+      for (const r of records) {
+        logger.info(
+          {
+            phase: r.phase,
+            eventId: r.eventId,
+            eventType: r.eventType,
+            notBefore: r.notBefore,
+            inferred: r.inferred,
+            affectsThisVm: r.affectsThisVm,
+          },
+          'lifecycle transition',
+        );
+      }
+    }
+    for (const key of keys) this.emitted.add(key);
+    const changed = observed.transitions.length > 0;
+    this.tracker = observed.state;
+    if (changed || observedAt - this.lastPersistAt >= STATE_REFRESH_MS) await this.persist(observedAt);
+  }
+
+  private async persist(at: number): Promise<void> {
+    try {
+      await saveState(this.options.stateDir, { tracker: this.tracker, emittedKeys: this.emitted.dump() });
+      this.lastPersistAt = at;
+    } catch (err) {
+      // Not fatal: records are already spooled; a lost state only risks duplicates (same recordIds).
+      this.warnOnce(
+        `persist:${(err as NodeJS.ErrnoException).code ?? 'error'}`,
+        { err, stateDir: this.options.stateDir },
+        'cannot save tracker state',
+      );
+    }
+  }
+
+  private warnUnknownValues(document: ScheduledEventsDocument): void {
+    for (const e of document.Events) {
+      if (!KNOWN_EVENT_TYPES.has(e.EventType.toLowerCase())) {
+        this.warnOnce(
+          `type:${e.EventType}`,
+          { eventType: e.EventType, eventId: e.EventId },
+          'unknown EventType passed through verbatim',
+        );
+      }
+      if (!KNOWN_EVENT_STATUSES.has(e.EventStatus.toLowerCase())) {
+        this.warnOnce(
+          `status:${e.EventStatus}`,
+          { eventStatus: e.EventStatus, eventId: e.EventId },
+          'unknown EventStatus passed through verbatim',
+        );
+      }
+    }
+  }
+
+  private warnOnce(key: string, fields: Record<string, unknown>, message: string): void {
+    if (this.warnedOnce.has(key)) return;
+    if (this.warnedOnce.size < 1000) this.warnedOnce.add(key);
+    this.options.logger.warn(fields, message);
+  }
+
+  private logPollFailure(err: unknown): void {
+    const now = this.now();
+    // First failure loudly, then at most one line a minute while it lasts.
+    if (this.consecutiveFailures === 1 || now - this.lastFailureLogAt >= 60_000) {
+      this.lastFailureLogAt = now;
+      this.options.logger.warn(
+        { err, failures: this.consecutiveFailures, keepingState: true },
+        'IMDS scheduled events poll failed; keeping the last known state',
+      );
+    } else {
+      this.options.logger.debug({ err, failures: this.consecutiveFailures }, 'IMDS poll failed');
+    }
+  }
+
+  /** Lets the poll in progress finish (up to `graceMs`), then saves state. */
+  async stop(graceMs = 3_000): Promise<void> {
+    this.stopping.abort();
+    const cut = setTimeout(() => this.requestAbort.abort(), graceMs);
+    await this.loopDone;
+    clearTimeout(cut);
+    await this.persist(this.now());
+  }
+}
