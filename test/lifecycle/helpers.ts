@@ -1,0 +1,135 @@
+/** Shared builders for the lifecycle tests: IMDS documents, a pipeline-like harness, schema checks. */
+import { readFileSync } from 'node:fs';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import { expect } from 'vitest';
+import type { ScheduledEvent, ScheduledEventsDocument } from '../../src/imds/types.js';
+import { EmittedKeys } from '../../src/lifecycle/emitted-keys.js';
+import { buildLifecycleRecord } from '../../src/lifecycle/enrich.js';
+import type {
+  LifecycleRecord,
+  ShipperIdentity,
+  ShipperRecord,
+  VmIdentity,
+} from '../../src/lifecycle/record.js';
+import {
+  initialTrackerState,
+  type ObserveResult,
+  observeDocument,
+  type TrackerState,
+} from '../../src/lifecycle/tracker.js';
+
+export const GAP_MS = 10_000;
+export const T0 = Date.UTC(2022, 3, 11, 22, 10, 0);
+
+export function ev(over: Partial<ScheduledEvent> = {}): ScheduledEvent {
+  return {
+    EventId: 'C7061BAC-AFDC-4513-B24B-AA5F13A16123',
+    EventType: 'Freeze',
+    ResourceType: 'VirtualMachine',
+    Resources: ['WestNO_0', 'WestNO_1'],
+    EventStatus: 'Scheduled',
+    NotBefore: 'Mon, 11 Apr 2022 22:26:58 GMT',
+    Description: 'Virtual machine is being paused because of a memory-preserving Live Migration operation.',
+    EventSource: 'Platform',
+    DurationInSeconds: 5,
+    ...over,
+  };
+}
+
+export function doc(incarnation: number, ...events: ScheduledEvent[]): ScheduledEventsDocument {
+  return { DocumentIncarnation: incarnation, Events: events };
+}
+
+/** Freezes an object graph, so that any mutation by the code under test throws (ESM is strict). */
+export function deepFreeze<T>(x: T): T {
+  if (typeof x === 'object' && x !== null && !Object.isFrozen(x)) {
+    Object.freeze(x);
+    for (const v of Object.values(x)) deepFreeze(v);
+  }
+  return x;
+}
+
+/** observeDocument with frozen inputs: the tracker must never mutate its state or the document. */
+export function observe(state: TrackerState, d: ScheduledEventsDocument, at: number): ObserveResult {
+  return observeDocument(deepFreeze(state), deepFreeze(d), at, { gapThresholdMs: GAP_MS });
+}
+
+/** Feeds documents one second apart from T0 and collects (phase, eventId) of every transition. */
+export function run(docs: ScheduledEventsDocument[], start: TrackerState = initialTrackerState()) {
+  let state = start;
+  const phases: string[] = [];
+  docs.forEach((d, i) => {
+    const r = observe(state, d, T0 + i * 1000);
+    for (const t of r.transitions) phases.push(`${t.phase}:${t.event.EventId}`);
+    state = r.state;
+  });
+  return { state, phases };
+}
+
+export const SHIPPER: ShipperIdentity = { hostname: 'westno000000', shipperVersion: '0.1.0' };
+
+export const VM: VmIdentity = {
+  vmName: 'WestNO_0',
+  vmId: '02aab8a4-74ef-476e-8182-f6d2ba4166a6',
+  vmResourceId:
+    '/subscriptions/8d10da13-8125-4ba9-a717-bf7490507b3d/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/WestNO/virtualMachines/0',
+  subscriptionId: '8d10da13-8125-4ba9-a717-bf7490507b3d',
+  resourceGroup: 'rg',
+  location: 'norwaywest',
+  zone: '',
+  vmSize: 'Standard_D2s_v5',
+  priority: 'Regular',
+  osType: 'Linux',
+  vmScaleSetName: 'WestNO',
+  vmInstanceId: '0',
+};
+
+// ajv-formats is CommonJS with a default export; under NodeNext the default import is the module.
+const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ??
+  addFormatsModule) as unknown as (ajv: Ajv2020) => Ajv2020;
+
+export const committedSchema: unknown = JSON.parse(
+  readFileSync(new URL('../../schema/record.v1.schema.json', import.meta.url), 'utf8'),
+);
+
+const ajv = new Ajv2020({ allErrors: true, strict: true });
+addFormats(ajv);
+const validate = ajv.compile(committedSchema as object);
+
+/** Asserts that a record is valid against the committed JSON Schema. */
+export function expectValidRecord(record: ShipperRecord): void {
+  // A JSON round trip: what is validated is what goes on the wire.
+  const ok = validate(JSON.parse(JSON.stringify(record)));
+  expect(validate.errors ?? [], JSON.stringify(record)).toEqual([]);
+  expect(ok).toBe(true);
+}
+
+/**
+ * What the pipeline does per document: observe, drop transitions already emitted, build records
+ * (each one validated against the schema), remember their keys, commit the state.
+ */
+export class Harness {
+  state: TrackerState;
+  readonly keys: EmittedKeys;
+  readonly records: LifecycleRecord[] = [];
+
+  constructor(
+    state: TrackerState = initialTrackerState(),
+    keys: EmittedKeys = new EmittedKeys({ now: () => T0 }),
+  ) {
+    this.state = state;
+    this.keys = keys;
+  }
+
+  feed(d: ScheduledEventsDocument, at: number, vm: VmIdentity | null = VM): LifecycleRecord[] {
+    const r = observe(this.state, d, at);
+    const fresh = this.keys.unseen(r.transitions);
+    const built = fresh.map((t) => buildLifecycleRecord(t, vm, SHIPPER));
+    for (const rec of built) expectValidRecord(rec);
+    this.keys.addAll(fresh);
+    this.state = r.state;
+    this.records.push(...built);
+    return built;
+  }
+}
