@@ -6,8 +6,13 @@ import type { ScheduledEventsDocument } from '../imds/types.js';
 import { EmittedKeys, emittedKeyOf } from '../lifecycle/emitted-keys.js';
 import { buildLifecycleRecord, inScope, vmIdentityFromCompute } from '../lifecycle/enrich.js';
 import type { LifecycleRecord, ShipperIdentity, ShipperRecord } from '../lifecycle/record.js';
-import { loadState, saveState } from '../lifecycle/state-store.js';
-import { initialTrackerState, observeDocument, type TrackerState } from '../lifecycle/tracker.js';
+import { StateStore } from '../lifecycle/state-store.js';
+import {
+  initialTrackerState,
+  observeDocument,
+  type TrackerState,
+  type TrackerWarningCode,
+} from '../lifecycle/tracker.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { IdentityWatcher } from './identity.js';
@@ -32,8 +37,13 @@ export interface ShipperOptions {
   now?: () => number;
 }
 
-const KNOWN_EVENT_TYPES = new Set(['freeze', 'reboot', 'redeploy', 'preempt', 'terminate']);
-const KNOWN_EVENT_STATUSES = new Set(['scheduled', 'started']);
+const WARNING_TEXT: Record<TrackerWarningCode, string> = {
+  'unknown-event-type': 'unknown EventType passed through verbatim',
+  'unknown-event-status': 'unknown EventStatus passed through verbatim',
+  'unparseable-not-before': 'NotBefore not in RFC 1123 or ISO 8601; shipped as null',
+  'duplicate-event-id': 'the same EventId appears twice in one document; the first is used',
+};
+
 /** Persist at least this often even when nothing changed, so a restart measures its gap well. */
 const STATE_REFRESH_MS = 60_000;
 const MAX_FAILURE_BACKOFF_MS = 5_000;
@@ -68,6 +78,7 @@ export class Shipper {
 
   private constructor(
     private readonly options: ShipperOptions,
+    private readonly store: StateStore,
     tracker: TrackerState,
     emitted: EmittedKeys,
   ) {
@@ -79,10 +90,11 @@ export class Shipper {
 
   /** Loads persisted state from the state dir (a missing or corrupt file starts fresh). */
   static async open(options: ShipperOptions): Promise<Shipper> {
-    const saved = await loadState(options.stateDir, options.logger);
+    const store = new StateStore(options.stateDir, { logger: options.logger });
+    const saved = await store.load();
     const emitted = new EmittedKeys();
-    if (saved?.emittedKeys) emitted.load(saved.emittedKeys);
-    const shipper = new Shipper(options, saved?.tracker ?? initialTrackerState(), emitted);
+    if (saved) emitted.load(saved.emittedKeys);
+    const shipper = new Shipper(options, store, saved?.tracker ?? initialTrackerState(), emitted);
     if (saved) {
       options.logger.info(
         {
@@ -163,7 +175,6 @@ export class Shipper {
 
   private async process(document: ScheduledEventsDocument, observedAt: number): Promise<void> {
     const { metrics, logger, scope, output } = this.options;
-    if (document !== this.lastDocument) this.warnUnknownValues(document);
     this.lastDocument = document;
     metrics.set('activeEvents', document.Events.length);
     metrics.set('lastIncarnation', document.DocumentIncarnation);
@@ -171,10 +182,16 @@ export class Shipper {
     const observed = observeDocument(this.tracker, document, observedAt, {
       gapThresholdMs: this.gapThresholdMs,
     });
-    for (const warning of observed.warnings ?? [])
-      this.warnOnce(warning, { warning }, 'scheduled event warning');
+    for (const w of observed.warnings) {
+      this.warnOnce(
+        `${w.code}:${w.value}`,
+        { code: w.code, eventId: w.eventId, value: w.value },
+        WARNING_TEXT[w.code],
+      );
+    }
 
     const keys: string[] = [];
+    const observedKeyTimes: number[] = [];
     const records: LifecycleRecord[] = [];
     if (observed.transitions.length > 0) {
       metrics.inc('transitions', observed.transitions.length);
@@ -184,6 +201,7 @@ export class Shipper {
         const key = emittedKeyOf(transition);
         if (this.emitted.has(key)) continue;
         keys.push(key);
+        observedKeyTimes.push(transition.observedAt);
         const record = buildLifecycleRecord(transition, vm, this.options.shipper);
         if (!inScope(record, scope)) {
           metrics.inc('recordsSkippedScope');
@@ -209,7 +227,7 @@ export class Shipper {
         );
       }
     }
-    for (const key of keys) this.emitted.add(key);
+    keys.forEach((key, i) => this.emitted.add(key, observedKeyTimes[i]));
     const changed = observed.transitions.length > 0;
     this.tracker = observed.state;
     if (changed || observedAt - this.lastPersistAt >= STATE_REFRESH_MS) await this.persist(observedAt);
@@ -217,7 +235,7 @@ export class Shipper {
 
   private async persist(at: number): Promise<void> {
     try {
-      await saveState(this.options.stateDir, { tracker: this.tracker, emittedKeys: this.emitted.dump() });
+      await this.store.save({ tracker: this.tracker, emittedKeys: this.emitted.dump() });
       this.lastPersistAt = at;
     } catch (err) {
       // Not fatal: records are already spooled; a lost state only risks duplicates (same recordIds).
@@ -226,25 +244,6 @@ export class Shipper {
         { err, stateDir: this.options.stateDir },
         'cannot save tracker state',
       );
-    }
-  }
-
-  private warnUnknownValues(document: ScheduledEventsDocument): void {
-    for (const e of document.Events) {
-      if (!KNOWN_EVENT_TYPES.has(e.EventType.toLowerCase())) {
-        this.warnOnce(
-          `type:${e.EventType}`,
-          { eventType: e.EventType, eventId: e.EventId },
-          'unknown EventType passed through verbatim',
-        );
-      }
-      if (!KNOWN_EVENT_STATUSES.has(e.EventStatus.toLowerCase())) {
-        this.warnOnce(
-          `status:${e.EventStatus}`,
-          { eventStatus: e.EventStatus, eventId: e.EventId },
-          'unknown EventStatus passed through verbatim',
-        );
-      }
     }
   }
 
