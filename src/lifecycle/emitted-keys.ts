@@ -45,6 +45,8 @@ export class EmittedKeys {
       max: options.max ?? DEFAULT_EMITTED_KEYS_MAX,
       ttl: this.#ttlMs,
       ttlAutopurge: false,
+      // No cached clock reading (lru-cache otherwise keeps one for 1 ms behind a setTimeout).
+      ttlResolution: 0,
       perf: { now: this.#now },
     });
   }
