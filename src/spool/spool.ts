@@ -253,7 +253,7 @@ export class Spool {
         if (error instanceof CorruptRecordError) {
           this.remove(entry);
           await this.quarantine(entry.file as string, error.message);
-        } else if (errCode(error) === 'ENOENT') {
+        } else if (errCode(error) === 'ENOENT' || errCode(error) === 'ENOTDIR') {
           this.remove(entry);
           this.counters.missing += 1;
           this.logger.error(
