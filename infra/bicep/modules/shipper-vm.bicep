@@ -1,0 +1,62 @@
+// Installs se-shipper on an EXISTING Linux VM with the Custom Script extension (deploy/install.sh).
+// Prerequisite: the shipper identity is attached to the VM (az vm identity assign, docs/deploy.md).
+
+@description('Name of the existing VM (this resource group).')
+param vmName string
+
+@description('Region of the VM.')
+param location string = resourceGroup().location
+
+@description('Event Hubs namespace host name, e.g. contoso-se.servicebus.windows.net.')
+param eventHubsNamespaceFqdn string
+
+@description('Event hub name.')
+param eventHubName string
+
+@description('Client id of the user-assigned identity attached to the VM.')
+param identityClientId string
+
+@description('npm package spec the VM installs with npm (registry name@version or https URL of an npm pack tarball).')
+param shipperPackage string = 'scheduled-events-shipper@0.1.0'
+
+@description('Alternative to shipperPackage: https URL (SAS allowed) of a self-contained bundle from deploy/make-bundle.sh. No npm registry access needed.')
+@secure()
+param shipperBundleUrl string = ''
+
+@description('Where Node.js comes from if node >= 20.19 is not installed: nodejs.org (pinned official tarball, checksum-verified) or distro (the distribution package, must be >= 20.19).')
+@allowed([
+  'nodejs.org'
+  'distro'
+])
+param nodeSource string = 'nodejs.org'
+
+@description('Change to rerun the script on the next deployment (e.g. utcNow()).')
+param forceUpdateTag string = ''
+
+// deploy/install.sh with its arguments set in front (`set --`); values are single-quoted.
+var packageArg = empty(shipperBundleUrl) ? '--package \'${shipperPackage}\'' : '--bundle \'${shipperBundleUrl}\''
+var installArgs = '--eventhubs-namespace \'${eventHubsNamespaceFqdn}\' --eventhub \'${eventHubName}\' --client-id \'${identityClientId}\' --node \'${nodeSource}\' ${packageArg}'
+var installScript = '#!/bin/bash\nset -- ${installArgs}\n${loadTextContent('../../../deploy/install.sh')}'
+
+resource vm 'Microsoft.Compute/virtualMachines@2024-11-01' existing = {
+  name: vmName
+}
+
+resource shipper 'Microsoft.Compute/virtualMachines/extensions@2024-11-01' = {
+  parent: vm
+  name: 'se-shipper'
+  location: location
+  properties: {
+    publisher: 'Microsoft.Azure.Extensions'
+    type: 'CustomScript'
+    typeHandlerVersion: '2.1'
+    autoUpgradeMinorVersion: true
+    forceUpdateTag: forceUpdateTag
+    settings: {}
+    protectedSettings: {
+      script: base64(installScript)
+    }
+  }
+}
+
+output extensionId string = shipper.id

@@ -1,0 +1,61 @@
+// Installs se-shipper on every instance of an EXISTING Linux scale set (Custom Script extension).
+// Prerequisites (docs/deploy.md): the shipper identity is attached to the scale set, and the scale
+// set model has scheduledEventsProfile.terminateNotificationProfile enabled (see
+// scheduled-events-profile.bicep) so that Terminate events exist at all. With a Manual upgrade
+// policy, existing instances get the extension after `az vmss update-instances`.
+
+@description('Name of the existing scale set (this resource group).')
+param vmssName string
+
+@description('Event Hubs namespace host name, e.g. contoso-se.servicebus.windows.net.')
+param eventHubsNamespaceFqdn string
+
+@description('Event hub name.')
+param eventHubName string
+
+@description('Client id of the user-assigned identity attached to the scale set.')
+param identityClientId string
+
+@description('npm package spec the instances install with npm (registry name@version or https URL of an npm pack tarball).')
+param shipperPackage string = 'scheduled-events-shipper@0.1.0'
+
+@description('Alternative to shipperPackage: https URL (SAS allowed) of a self-contained bundle from deploy/make-bundle.sh.')
+@secure()
+param shipperBundleUrl string = ''
+
+@description('Where Node.js comes from if node >= 20.19 is not installed.')
+@allowed([
+  'nodejs.org'
+  'distro'
+])
+param nodeSource string = 'nodejs.org'
+
+@description('Change to rerun the script on the next model update.')
+param forceUpdateTag string = ''
+
+// deploy/install.sh with its arguments set in front (`set --`); values are single-quoted.
+var packageArg = empty(shipperBundleUrl) ? '--package \'${shipperPackage}\'' : '--bundle \'${shipperBundleUrl}\''
+var installArgs = '--eventhubs-namespace \'${eventHubsNamespaceFqdn}\' --eventhub \'${eventHubName}\' --client-id \'${identityClientId}\' --node \'${nodeSource}\' ${packageArg}'
+var installScript = '#!/bin/bash\nset -- ${installArgs}\n${loadTextContent('../../../deploy/install.sh')}'
+
+resource vmss 'Microsoft.Compute/virtualMachineScaleSets@2024-11-01' existing = {
+  name: vmssName
+}
+
+resource shipper 'Microsoft.Compute/virtualMachineScaleSets/extensions@2024-11-01' = {
+  parent: vmss
+  name: 'se-shipper'
+  properties: {
+    publisher: 'Microsoft.Azure.Extensions'
+    type: 'CustomScript'
+    typeHandlerVersion: '2.1'
+    autoUpgradeMinorVersion: true
+    forceUpdateTag: forceUpdateTag
+    settings: {}
+    protectedSettings: {
+      script: base64(installScript)
+    }
+  }
+}
+
+output extensionId string = shipper.id
