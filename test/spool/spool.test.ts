@@ -43,7 +43,7 @@ describe('format', () => {
     const data = encodeRecord(lifecycle());
     expect(() => decodeRecord(data.subarray(0, data.length - 5), 'lifecycle')).toThrow(/length/);
     const flipped = Buffer.from(data);
-    flipped[flipped.length - 10] ^= 0x01;
+    flipped.writeUInt8(flipped.readUInt8(flipped.length - 10) ^ 0x01, flipped.length - 10);
     expect(() => decodeRecord(flipped, 'lifecycle')).toThrow(/CRC|JSON/);
     expect(() => decodeRecord(data, 'heartbeat')).toThrow(/type/);
     expect(() => decodeRecord(Buffer.from('hello\n'), 'lifecycle')).toThrow(/header/);
@@ -122,7 +122,7 @@ describe('Spool durability and order', () => {
     await writeFile(f2, data2.subarray(0, data2.length - 20));
     const f3 = join(dir, files[2] as string);
     const data3 = await readFile(f3);
-    data3[data3.length - 30] ^= 0x20;
+    data3.writeUInt8(data3.readUInt8(data3.length - 30) ^ 0x20, data3.length - 30);
     await writeFile(f3, data3);
     await writeFile(join(dir, `${fileName(99, 'lifecycle')}.tmp`), encodeRecord(lifecycle()).subarray(0, 50));
     await writeFile(join(dir, fileName(100, 'lifecycle')), 'not a record at all');
