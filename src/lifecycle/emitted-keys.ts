@@ -63,18 +63,6 @@ export class EmittedKeys {
     this.#cache.set(key, emittedAt, { start: emittedAt });
   }
 
-  /** The transitions whose key has not been emitted yet (order kept). */
-  unseen(transitions: readonly Transition[]): Transition[] {
-    const out: Transition[] = [];
-    for (const t of transitions) if (!this.has(emittedKeyOf(t))) out.push(t);
-    return out;
-  }
-
-  /** Remembers the transitions as emitted, at their observation time. */
-  addAll(transitions: readonly Transition[]): void {
-    for (const t of transitions) this.add(emittedKeyOf(t), t.observedAt);
-  }
-
   dump(): EmittedKeysDump {
     const entries: [string, number][] = [];
     // rentries(): least recently used first, so that load() rebuilds the same recency order.

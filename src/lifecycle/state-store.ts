@@ -173,29 +173,3 @@ export class StateStore {
     }
   }
 }
-
-const stores = new Map<string, StateStore>();
-
-function storeFor(dir: string, options: StateStoreOptions): StateStore {
-  const key = join(dir, options.fileName ?? STATE_FILE_NAME);
-  let store = stores.get(key);
-  if (store === undefined) {
-    store = new StateStore(dir, options);
-    stores.set(key, store);
-  }
-  return store;
-}
-
-/** `StateStore#load` of the state file in `dir`. */
-export function loadState(dir: string, logger?: Pick<Logger, 'warn'>): Promise<PersistedState | null> {
-  return new StateStore(dir, logger === undefined ? {} : { logger }).load();
-}
-
-/** `StateStore#save` to `dir`; saves to the same directory are serialised. */
-export function saveState(
-  dir: string,
-  state: PersistedState,
-  options: StateStoreOptions = {},
-): Promise<void> {
-  return storeFor(dir, options).save(state);
-}

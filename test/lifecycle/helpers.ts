@@ -4,7 +4,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { expect } from 'vitest';
 import type { ScheduledEvent, ScheduledEventsDocument } from '../../src/imds/types.js';
-import { EmittedKeys } from '../../src/lifecycle/emitted-keys.js';
+import { EmittedKeys, emittedKeyOf } from '../../src/lifecycle/emitted-keys.js';
 import { buildLifecycleRecord } from '../../src/lifecycle/enrich.js';
 import type {
   LifecycleRecord,
@@ -124,10 +124,10 @@ export class Harness {
 
   feed(d: ScheduledEventsDocument, at: number, vm: VmIdentity | null = VM): LifecycleRecord[] {
     const r = observe(this.state, d, at);
-    const fresh = this.keys.unseen(r.transitions);
+    const fresh = r.transitions.filter((t) => !this.keys.has(emittedKeyOf(t)));
     const built = fresh.map((t) => buildLifecycleRecord(t, vm, SHIPPER));
     for (const rec of built) expectValidRecord(rec);
-    this.keys.addAll(fresh);
+    for (const t of fresh) this.keys.add(emittedKeyOf(t), t.observedAt);
     this.state = r.state;
     this.records.push(...built);
     return built;

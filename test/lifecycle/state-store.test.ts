@@ -4,12 +4,10 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EmittedKeys } from '../../src/lifecycle/emitted-keys.js';
 import {
-  loadState,
   type PersistedState,
   parseStateFile,
   STATE_FILE_NAME,
   StateStore,
-  saveState,
 } from '../../src/lifecycle/state-store.js';
 import { initialTrackerState } from '../../src/lifecycle/tracker.js';
 import { doc, ev, observe, T0 } from './helpers.js';
@@ -126,10 +124,5 @@ describe('StateStore', () => {
     expect(await store.load()).toEqual(sample());
     // And the store keeps working afterwards.
     await store.save(sample());
-  });
-
-  it('loadState/saveState are the same store as functions', async () => {
-    await saveState(dir, sample());
-    expect(await loadState(dir)).toEqual(sample());
   });
 });

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   activeEventCount,
   initialTrackerState,
+  observeDocument,
   parseTrackerState,
   type TrackerState,
 } from '../../src/lifecycle/tracker.js';
@@ -147,6 +148,17 @@ describe('tracker: the lifecycle table', () => {
   it('a clock stepped back by more than the threshold is a gap too (continuity cannot be proven)', () => {
     const r = observe(seen(ev()), doc(2), T0 - 60_000);
     expect(r.transitions[0]).toMatchObject({ phase: 'Completed', inferred: true, gapSeconds: 60 });
+  });
+
+  it('a negative threshold forces a gap (first document after a restart: every ending is inferred)', () => {
+    const s = seen(ev());
+    const r = observeDocument(s, doc(2), T0 + 2000, { gapThresholdMs: -1 });
+    expect(r.transitions[0]).toMatchObject({ phase: 'Completed', inferred: true, gapSeconds: 2 });
+    // Even the same incarnation is diffed then.
+    expect(observeDocument(s, doc(1), T0 + 1000, { gapThresholdMs: -1 }).transitions[0]).toMatchObject({
+      phase: 'Completed',
+      inferred: true,
+    });
   });
 
   it('an event seen after a gap in a new status is reported as observed, not inferred', () => {
