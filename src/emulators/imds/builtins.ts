@@ -211,7 +211,7 @@ const BUILDERS: Record<string, { summary: string; build: Builder }> = {
         {
           at: 0,
           action: 'schedule',
-          event: { ref: 'freeze', type: 'Freeze', notBefore: 900, duration: 5, startedFor: 60 },
+          event: { ref: 'freeze', type: 'Freeze', notBefore: 900, duration: 5, startedFor: 120 },
         },
         {
           at: 60,
@@ -236,10 +236,11 @@ const BUILDERS: Record<string, { summary: string; build: Builder }> = {
         },
         { at: 240, action: 'schedule', event: { ref: 'canceled-reboot', type: 'Reboot', notBefore: 900 } },
         { at: 540, action: 'cancel', ref: 'canceled-reboot' },
+        // Preempt notice stretched from 30 s to 120 s: at speed 60 a 1 Hz poller still sees it Scheduled.
         {
           at: 1260,
           action: 'schedule',
-          event: { ref: 'preempt', type: 'Preempt', notBefore: 30, startedFor: 120 },
+          event: { ref: 'preempt', type: 'Preempt', notBefore: 120, startedFor: 120 },
         },
         {
           at: 1440,

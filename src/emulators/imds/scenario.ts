@@ -163,7 +163,8 @@ function parseResources(value: unknown, path: string): string[] | undefined {
   });
 }
 
-function parseEvent(value: unknown, path: string, needsNotBefore: boolean): EventSpec {
+/** Parses an event declaration; `needsNotBefore` for events that appear Scheduled. */
+export function parseEvent(value: unknown, path: string, needsNotBefore: boolean): EventSpec {
   const obj = expectObject(value, path);
   rejectUnknownKeys(
     obj,

@@ -14,7 +14,14 @@ import {
   type NotBeforeFormat,
   ScheduledEventsModel,
 } from './model.js';
-import { loadScenarioFile, parseScenario, parseStep, type Scenario, type ScenarioStep } from './scenario.js';
+import {
+  loadScenarioFile,
+  parseEvent,
+  parseScenario,
+  parseStep,
+  type Scenario,
+  type ScenarioStep,
+} from './scenario.js';
 import { ValidationError } from './validate.js';
 
 export interface ImdsEmulatorOptions {
@@ -95,7 +102,7 @@ export interface ImdsEmulator {
   history(): HistoryEntry[];
   /** Resolves once a scheduled-events GET that arrived after `afterSeq` was answered (200 or 304). */
   waitForPoll(afterSeq: number, timeoutMs?: number): Promise<RequestLogEntry>;
-  /** Sequence number of the last request received. */
+  /** Sequence number of the last /metadata (or unknown-path) request received; control calls have none. */
   lastSeq(): number;
   close(): Promise<void>;
 }
@@ -535,10 +542,10 @@ export async function startImdsEmulator(options: ImdsEmulatorOptions = {}): Prom
               `expected "Scheduled" or "Started", got ${JSON.stringify(status)}`,
             );
           }
-          const step = parseStep({ action: started ? 'start' : 'schedule', event }, 'body', {
-            requireAt: false,
-          });
-          const eventId = model.apply(step);
+          const spec = parseEvent(event, 'body', !started);
+          const eventId = model.apply(
+            started ? { at: 0, action: 'start', event: spec } : { at: 0, action: 'schedule', event: spec },
+          );
           return json(200, { eventId, incarnation: model.incarnation });
         }
         case 'POST /_emulator/faults': {
@@ -618,7 +625,7 @@ export async function startImdsEmulator(options: ImdsEmulatorOptions = {}): Prom
             ? 'control'
             : 'other';
     const entry: RequestLogEntry = {
-      seq: ++seq,
+      seq: route === 'control' ? 0 : ++seq,
       at: new Date(atMs).toISOString(),
       atMs,
       client: req.socket.remoteAddress ?? 'unknown',

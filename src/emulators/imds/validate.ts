@@ -59,7 +59,10 @@ export function expectNumber(
 ): number {
   const unit = opts.unit ? ` ${opts.unit}` : '';
   if (typeof value !== 'number' || !Number.isFinite(value)) {
-    throw new ValidationError(path, `expected a number${unit}, got ${describe(value)}`);
+    throw new ValidationError(
+      path,
+      `expected a number${opts.unit ? ` of${unit}` : ''}, got ${describe(value)}`,
+    );
   }
   if (opts.integer && !Number.isInteger(value))
     throw new ValidationError(path, `expected an integer${unit}, got ${value}`);
