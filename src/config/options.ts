@@ -10,6 +10,7 @@ export type SinkKind = (typeof SINK_KINDS)[number];
 export interface ShipperConfig {
   imdsEndpoint: string;
   pollInterval: number;
+  imdsTimeout: number;
   stateDir: string;
   scope: Scope;
   sink: SinkKind;
@@ -48,6 +49,14 @@ export const SHIPPER_OPTIONS: readonly OptionSpec[] = [
     description: 'time between scheduled events polls; IMDS allows 5 requests/s, so at least 200',
     defaultValue: 1000,
     parse: integer(200, 60_000),
+  }),
+  spec({
+    key: 'imdsTimeout',
+    flag: '--imds-timeout <ms>',
+    description:
+      'timeout of one IMDS request once IMDS has answered (the first call, which enrols the VM, waits up to 120 s)',
+    defaultValue: 5000,
+    parse: integer(100, 120_000),
   }),
   spec({
     key: 'stateDir',

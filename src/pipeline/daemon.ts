@@ -39,7 +39,11 @@ export async function startDaemon(config: ShipperConfig, logger: Logger): Promis
   await mkdir(config.stateDir, { recursive: true, mode: 0o750 });
   const metrics = new Metrics();
   const sink = createSink(config);
-  const imds = new ImdsClient({ endpoint: config.imdsEndpoint, logger: logger.child({ component: 'imds' }) });
+  const imds = new ImdsClient({
+    endpoint: config.imdsEndpoint,
+    timeoutMs: config.imdsTimeout,
+    logger: logger.child({ component: 'imds' }),
+  });
   const identity = new IdentityWatcher({
     fetchCompute: (signal) => imds.getInstanceCompute(signal),
     logger: logger.child({ component: 'identity' }),

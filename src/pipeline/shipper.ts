@@ -73,8 +73,11 @@ export class Shipper {
   private consecutiveFailures = 0;
   private lastPersistAt = 0;
   private lastFailureLogAt = 0;
+  private lastFailureKind = '';
   private readonly warnedOnce = new Set<string>();
   private lastDocument: ScheduledEventsDocument | undefined;
+  /** The state came from a previous process: whatever ended meanwhile was not watched. */
+  private resumedFromDisk = false;
 
   private constructor(
     private readonly options: ShipperOptions,
@@ -95,6 +98,7 @@ export class Shipper {
     const emitted = new EmittedKeys();
     if (saved) emitted.load(saved.emittedKeys);
     const shipper = new Shipper(options, store, saved?.tracker ?? initialTrackerState(), emitted);
+    shipper.resumedFromDisk = saved !== null;
     if (saved) {
       options.logger.info(
         {
@@ -159,6 +163,7 @@ export class Shipper {
     if (this.consecutiveFailures > 0) {
       logger.info({ failures: this.consecutiveFailures }, 'IMDS answering again');
       this.consecutiveFailures = 0;
+      this.lastFailureKind = '';
     }
     try {
       await this.process(document, observedAt);
@@ -180,7 +185,8 @@ export class Shipper {
     metrics.set('lastIncarnation', document.DocumentIncarnation);
 
     const observed = observeDocument(this.tracker, document, observedAt, {
-      gapThresholdMs: this.gapThresholdMs,
+      // Right after a restart any ending is inferred, however short the downtime was.
+      gapThresholdMs: this.resumedFromDisk ? -1 : this.gapThresholdMs,
     });
     for (const w of observed.warnings) {
       this.warnOnce(
@@ -227,9 +233,10 @@ export class Shipper {
         );
       }
     }
-    keys.forEach((key, i) => this.emitted.add(key, observedKeyTimes[i]));
+    for (let i = 0; i < keys.length; i++) this.emitted.add(keys[i] as string, observedKeyTimes[i]);
     const changed = observed.transitions.length > 0;
     this.tracker = observed.state;
+    this.resumedFromDisk = false;
     if (changed || observedAt - this.lastPersistAt >= STATE_REFRESH_MS) await this.persist(observedAt);
   }
 
@@ -255,13 +262,20 @@ export class Shipper {
 
   private logPollFailure(err: unknown): void {
     const now = this.now();
-    // First failure loudly, then at most one line a minute while it lasts.
-    if (this.consecutiveFailures === 1 || now - this.lastFailureLogAt >= 60_000) {
+    const kind = err instanceof ImdsError ? `${err.kind}:${err.status ?? ''}` : 'other';
+    // A new kind of failure is logged at once; the same one again at most once a minute.
+    if (kind !== this.lastFailureKind || now - this.lastFailureLogAt >= 60_000) {
+      this.lastFailureKind = kind;
       this.lastFailureLogAt = now;
-      this.options.logger.warn(
-        { err, failures: this.consecutiveFailures, keepingState: true },
-        'IMDS scheduled events poll failed; keeping the last known state',
-      );
+      const fields = { err, failures: this.consecutiveFailures, keepingState: true };
+      if (err instanceof ImdsError && err.kind === 'document') {
+        this.options.logger.error(
+          fields,
+          'IMDS sent a malformed document; ignored, keeping the last known state',
+        );
+      } else {
+        this.options.logger.warn(fields, 'IMDS scheduled events poll failed; keeping the last known state');
+      }
     } else {
       this.options.logger.debug({ err, failures: this.consecutiveFailures }, 'IMDS poll failed');
     }
