@@ -8,8 +8,8 @@
  * (see `append`). On disk errors the spool logs loudly, keeps the records in memory (they are
  * still delivered) and retries the disk later. Format and guarantees: docs/spool.md.
  */
-import type { Dirent } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import { type Dirent, readFileSync } from 'node:fs';
+import { mkdir, open, readdir, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RecordType, ShipperRecord } from '../lifecycle/record.js';
 import type { Logger } from '../observability/logger.js';
@@ -31,6 +31,8 @@ export const QUARANTINE_DIR = 'quarantine';
 export const REJECTED_DIR = 'rejected';
 /** How many files are read or written concurrently (bounded so a big backlog does not open 10k fds). */
 const IO_CONCURRENCY = 64;
+/** Files read synchronously between two yields to the event loop. */
+const READ_CHUNK = 32;
 
 export interface SpoolOptions {
   /** Spool directory (created if missing; its parent must exist or be creatable). */
@@ -104,6 +106,25 @@ async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) 
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+/**
+ * Reads small files with synchronous reads, `READ_CHUNK` at a time, yielding to the event loop
+ * between chunks. For ~1 KB files in the page cache this is several times faster than
+ * `fs.promises.readFile` (one thread-pool round trip per open/stat/read/close) and blocks the
+ * event loop for well under a millisecond at a time.
+ */
+async function readFilesYielding(paths: readonly string[]): Promise<(Buffer | Error)[]> {
+  const out: (Buffer | Error)[] = [];
+  for (let i = 0; i < paths.length; i++) {
+    if (i > 0 && i % READ_CHUNK === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    try {
+      out.push(readFileSync(paths[i] as string));
+    } catch (err) {
+      out.push(err as Error);
+    }
+  }
   return out;
 }
 
@@ -232,11 +253,15 @@ export class Spool {
         if (candidates.length >= max) break;
         candidates.push(entry);
       }
-      const loaded = await mapLimit(candidates, IO_CONCURRENCY, async (entry) => {
-        if (entry.record) return { entry, record: entry.record, error: null };
+      const onDisk = candidates.filter((e) => e.record === null);
+      const data = await readFilesYielding(onDisk.map((e) => join(this.dir, e.file as string)));
+      const byEntry = new Map(onDisk.map((e, i) => [e, data[i]]));
+      const loaded = candidates.map((entry) => {
+        if (entry.record) return { entry, record: entry.record, error: null as unknown };
+        const got = byEntry.get(entry) as Buffer | Error;
+        if (got instanceof Error) return { entry, record: null, error: got as unknown };
         try {
-          const data = await readFile(join(this.dir, entry.file as string));
-          return { entry, record: decodeRecord(data, entry.recordType), error: null };
+          return { entry, record: decodeRecord(got, entry.recordType), error: null as unknown };
         } catch (error) {
           return { entry, record: null, error };
         }
@@ -631,17 +656,24 @@ export class Spool {
       else strays.push({ name: d.name, reason: 'not a spool file' });
     }
     candidates.sort((a, b) => a.seq - b.seq);
-    const loaded = await mapLimit(candidates, IO_CONCURRENCY, async (c) => {
+    const data = await readFilesYielding(candidates.map((c) => join(this.dir, c.name)));
+    const loaded = candidates.map((c, i) => {
+      const got = data[i] as Buffer | Error;
+      if (got instanceof Error) {
+        // Gone since readdir: nothing to load. Unreadable: set aside rather than refuse to start.
+        if (errCode(got) === 'ENOENT') return { c, bytes: 0, reason: null, skip: true };
+        return { c, bytes: 0, reason: `unreadable (${errCode(got)})`, skip: false };
+      }
       try {
-        const data = await readFile(join(this.dir, c.name));
-        decodeRecord(data, c.recordType);
-        return { c, bytes: data.length, reason: null };
+        decodeRecord(got, c.recordType);
+        return { c, bytes: got.length, reason: null, skip: false };
       } catch (err) {
-        if (err instanceof CorruptRecordError) return { c, bytes: 0, reason: err.message };
+        if (err instanceof CorruptRecordError) return { c, bytes: 0, reason: err.message, skip: false };
         throw err;
       }
     });
-    for (const { c, bytes, reason } of loaded) {
+    for (const { c, bytes, reason, skip } of loaded) {
+      if (skip) continue;
       if (reason !== null) {
         strays.push({ name: c.name, reason });
         continue;

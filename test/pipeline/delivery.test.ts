@@ -53,10 +53,10 @@ describe('DeliveryLoop', () => {
     const sink = new TestSink();
     const { spool, loop } = await setup(sink, { maxBatch: 8 }, seedDir);
     loop.start();
-    await until(() => spool.depth === 0, 10_000, 'backlog drained');
+    await until(() => loop.stats().recordsSent === 30, 10_000, 'backlog drained');
     const live = mixed(10);
     for (const r of live) await spool.append([r]); // each append wakes the loop
-    await until(() => sink.lines.length === 40, 10_000, 'live records delivered');
+    await until(() => loop.stats().recordsSent === 40, 10_000, 'live records delivered');
     expect(sink.records.map((r) => r.recordId)).toEqual([...backlog, ...live].map((r) => r.recordId));
     expect(Math.max(...sink.batchSizes)).toBeLessThanOrEqual(8);
     expect(spool.depth).toBe(0);
@@ -73,8 +73,7 @@ describe('DeliveryLoop', () => {
     const recs = mixed(5);
     await spool.append(recs);
     loop.start();
-    await until(() => sink.lines.length >= 5, 10_000, 'delivery after recovery');
-    await until(() => spool.depth === 0, 10_000, 'ack');
+    await until(() => loop.stats().recordsSent === 5, 10_000, 'ack');
     expectNoLifecycleLoss(recs, sink);
     expect(loop.stats()).toMatchObject({
       sendFailures: 4,
@@ -104,7 +103,7 @@ describe('DeliveryLoop', () => {
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatchObject({ retryable: false, err: { message: 'Unauthorized: bad credentials' } });
     broken = false; // the operator fixed the credentials
-    await until(() => spool.depth === 0, 10_000, 'delivery after fix');
+    await until(() => loop.stats().recordsSent === 6, 10_000, 'delivery after fix');
     expectNoLifecycleLoss(recs, sink);
   });
 
@@ -116,7 +115,7 @@ describe('DeliveryLoop', () => {
     const recs = mixed(3);
     await spool.append(recs);
     loop.start();
-    await until(() => spool.depth === 0, 10_000, 'delivery');
+    await until(() => loop.stats().recordsSent === 3, 10_000, 'delivery');
     expectNoLifecycleLoss(recs, sink);
     expect(loop.stats().sendFailures).toBe(1);
   });
@@ -130,7 +129,7 @@ describe('DeliveryLoop', () => {
     const recs = mixed(40);
     await spool.append(recs);
     loop.start();
-    await until(() => spool.depth === 0, 10_000, 'delivery');
+    await until(() => loop.stats().recordsSent === 40, 10_000, 'delivery');
     expect(sink.records.map((r) => r.recordId)).toEqual(recs.map((r) => r.recordId));
     expect(Math.max(...sink.batchSizes)).toBeLessThanOrEqual(3);
     expect(loop.stats().splits).toBeGreaterThanOrEqual(3);
@@ -150,7 +149,7 @@ describe('DeliveryLoop', () => {
     const after = mixed(3);
     await spool.append([...before, huge, ...after]);
     loop.start();
-    await until(() => spool.depth === 0, 10_000, 'delivery');
+    await until(() => loop.stats().recordsSent === 6, 10_000, 'delivery');
     expect(sink.records.map((r) => r.recordId)).toEqual([...before, ...after].map((r) => r.recordId));
     expect(loop.stats().rejected).toBe(1);
     expect(spool.stats().rejected).toBe(1);
@@ -209,7 +208,7 @@ describe('DeliveryLoop', () => {
     await spool.append(recs);
     loop.start();
     // The send timeout turns the hang into a retryable failure; the retry delivers.
-    await until(() => spool.depth === 0, 10_000, 'delivery after send timeout');
+    await until(() => loop.stats().recordsSent === 3, 10_000, 'delivery after send timeout');
     expectNoLifecycleLoss(recs, sink);
     expect(loop.stats().sendFailures).toBe(1);
     expect(loop.stats().lastError).toMatch(/timed out/);
@@ -246,7 +245,7 @@ describe('DeliveryLoop', () => {
     await spool.append(recs);
     expect(spool.stats().memoryHeld).toBe(5);
     loop.start();
-    await until(() => spool.depth === 0, 10_000, 'delivery from memory');
+    await until(() => loop.stats().recordsSent === 5, 10_000, 'delivery from memory');
     expectNoLifecycleLoss(recs, sink);
     expect(loop.stats().memoryHeld).toBe(0);
     await unlink(dir);
