@@ -35,7 +35,10 @@ export const DEFAULT_SCALE_SET = 'vmss-se-emulated';
 
 /** Fills in a complete identity; names and ids left out are derived from the ones given. */
 export function resolveIdentity(input: VmIdentityInput = {}): VmIdentity {
-  const vmScaleSetName = input.vmScaleSetName ?? (input.name === undefined ? DEFAULT_SCALE_SET : '');
+  // A name shaped like a uniform scale-set instance (`web_3`) implies its scale set, unless told otherwise.
+  const vmScaleSetName =
+    input.vmScaleSetName ??
+    (input.name === undefined ? DEFAULT_SCALE_SET : (/^(.+)_\d+$/.exec(input.name)?.[1] ?? ''));
   const instanceId = input.instanceId ?? (vmScaleSetName === '' ? '' : (parseInstanceId(input.name) ?? '0'));
   const name = input.name ?? (vmScaleSetName === '' ? 'vm-se-emulated' : `${vmScaleSetName}_${instanceId}`);
   const subscriptionId = input.subscriptionId ?? DEFAULT_SUBSCRIPTION_ID;
