@@ -50,6 +50,13 @@ function offsetMinutes(zone: string | undefined): number {
   return c === '-' ? -total : total;
 }
 
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+function daysInMonth(year: number, month: number): number {
+  if (month !== 1) return DAYS_IN_MONTH[month] as number;
+  return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
+}
+
 function build(
   year: number,
   month: number,
@@ -60,10 +67,9 @@ function build(
   millis: number,
   offsetMin: number,
 ): NotBeforeParse {
-  if (month < 0 || month > 11 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) return BAD;
   // Reject days that do not exist (31 Apr, 29 Feb 2023): Date.UTC would silently roll over.
-  const dayCheck = new Date(Date.UTC(year, month, day));
-  if (dayCheck.getUTCMonth() !== month || dayCheck.getUTCDate() !== day) return BAD;
+  if (month < 0 || month > 11 || day < 1 || day > daysInMonth(year, month)) return BAD;
+  if (hour > 23 || minute > 59 || second > 60) return BAD;
   const ms = Date.UTC(year, month, day, hour, minute, second, millis) - offsetMin * 60_000;
   if (!Number.isFinite(ms)) return BAD;
   return { ok: true, iso: new Date(ms).toISOString() };

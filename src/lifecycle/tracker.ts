@@ -216,7 +216,11 @@ export function observeDocument(
     }
 
     const cls = statusClass(ev.EventStatus);
-    const nb = parseNotBefore(ev.NotBefore);
+    // The same raw NotBefore parses to what is already tracked (and was warned about, if bad).
+    const nb =
+      prev !== undefined && prev.event.NotBefore === ev.NotBefore
+        ? { ok: true, iso: prev.notBefore }
+        : parseNotBefore(ev.NotBefore);
     if (prev === undefined || prev.event.EventStatus !== ev.EventStatus) {
       if (cls === 'unknown') warn('unknown-event-status', ev.EventId, ev.EventStatus);
     }
