@@ -5,7 +5,8 @@
  *   them from the spool) only after `sink.send` resolved. The 1 Hz poll never waits on it: the
  *   poll only waits for `spool.append` (durable), and the spool wakes the loop.
  * - A failed send is retried forever with capped, jittered exponential backoff (p-retry:
- *   `minBackoffMs` × 2^n × random[1, 2), capped at `maxBackoffMs`). Each retry re-reads the
+ *   `minBackoffMs` × 2^n × random[1, 2); once that reaches the cap, a random delay in
+ *   [0.8, 1] × `maxBackoffMs`). Each retry re-reads the
  *   head of the spool, so records appended meanwhile join the batch and heartbeats dropped by
  *   the spool's bounds leave it. Errors with `retryable: false` (bad credentials, missing hub)
  *   are retried the same way, since an operator may fix them, but logged at error level, rate
@@ -241,10 +242,16 @@ export class DeliveryLoop {
           retries: Number.POSITIVE_INFINITY,
           factor: 2,
           minTimeout: this.minBackoffMs,
-          maxTimeout: this.maxBackoffMs,
+          // p-retry jitters by ×[1, 2) and then caps, so every delay at the cap would be equal;
+          // it caps at 80% and `capJitter` adds up to the last 20%, keeping a fleet of VMs that
+          // lost the same hub from retrying in lockstep.
+          maxTimeout: this.capBase(),
           randomize: true,
           signal: this.halt.signal,
-          onFailedAttempt: ({ error }) => this.onFailure(error),
+          onFailedAttempt: async ({ error, retriesConsumed }) => {
+            this.onFailure(error);
+            await this.capJitter(error, retriesConsumed);
+          },
           shouldConsumeRetry: ({ error }) => !(error instanceof SplitRequest),
         });
       } catch (err) {
@@ -337,6 +344,19 @@ export class DeliveryLoop {
     }
     this.counters.consecutiveFailures = 0;
     if (this.batchLimit < this.maxBatch) this.batchLimit = Math.min(this.maxBatch, this.batchLimit * 2);
+  }
+
+  private capBase(): number {
+    return Math.max(this.minBackoffMs, Math.floor(this.maxBackoffMs * 0.8));
+  }
+
+  /** Extra random wait once the exponential delay has reached the cap (see `run`). */
+  private async capJitter(error: Error, retriesConsumed: number): Promise<void> {
+    if (error instanceof SplitRequest || this.halt.signal.aborted) return;
+    const base = this.capBase();
+    if (this.minBackoffMs * 2 ** retriesConsumed < base) return;
+    const extra = Math.floor(Math.random() * (this.maxBackoffMs - base));
+    if (extra > 0) await this.sleep(extra);
   }
 
   private onFailure(error: Error): void {

@@ -88,6 +88,26 @@ describe('DeliveryLoop', () => {
     );
   });
 
+  it('backs off exponentially between attempts, up to the cap', async () => {
+    const at: number[] = [];
+    const sink = new TestSink((_b, _s, call) => {
+      at.push(performance.now());
+      if (call <= 6) throw new SinkError('down', { retryable: true });
+    });
+    const { spool, loop } = await setup(sink, { minBackoffMs: 20, maxBackoffMs: 100 });
+    await spool.append(mixed(2));
+    loop.start();
+    await until(() => loop.stats().recordsSent === 2, 20_000, 'delivery');
+    const gaps = at.slice(1).map((t, i) => t - (at[i] as number));
+    // Lower bounds only (timers never fire early; a loaded machine only makes gaps longer):
+    // 20·2^n·[1, 2), capped at 80 + up to 20 of jitter.
+    const floor = [20, 40, 80, 80, 80, 80];
+    gaps.forEach((g, i) => {
+      expect(g).toBeGreaterThanOrEqual((floor[i] as number) - 2);
+    });
+    expect(gaps).toHaveLength(6);
+  });
+
   it('keeps retrying non-retryable errors with a clear, rate-limited error log, and keeps the records', async () => {
     let broken = true;
     const sink = new TestSink(() => {
