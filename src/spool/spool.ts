@@ -32,7 +32,7 @@ export const REJECTED_DIR = 'rejected';
 /** How many files are read or written concurrently (bounded so a big backlog does not open 10k fds). */
 const IO_CONCURRENCY = 64;
 /** Files read synchronously between two yields to the event loop. */
-const READ_CHUNK = 32;
+const READ_CHUNK = 16;
 
 export interface SpoolOptions {
   /** Spool directory (created if missing; its parent must exist or be creatable). */
