@@ -197,6 +197,42 @@ function toText(v: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * The last field each performative must carry, by descriptor. rhea omits trailing empty fields
+ * (legal AMQP), but Python's pyamqp (azure-eventhub 5.x) reads frame fields by position and fails
+ * on short lists, and appends a transfer's payload right after its last field. Padding with an
+ * explicit null (batchable=false for transfers) keeps every position it reads present.
+ */
+const FRAME_PADDING: Record<number, [field: string, value: unknown, length: number]> = {
+  16: ['idle_time_out', 120_000, 5], // open
+  17: ['handle_max', 0xffffffff, 5], // begin
+  18: ['properties', {}, 14], // attach (pyamqp merges it into a dict)
+  19: ['handle', null, 5], // flow (session-level flows have no handle)
+  20: ['batchable', false, 11], // transfer
+  21: ['state', null, 5], // disposition
+  22: ['error', null, 3], // detach
+  23: ['error', null, 1], // end
+  24: ['error', null, 1], // close
+};
+
+function padOutgoingFrames(connection: Connection): void {
+  const c = connection as unknown as {
+    _write_frame(channel: number, frame: unknown, payload?: unknown): void;
+  };
+  const write = c._write_frame.bind(connection);
+  c._write_frame = (channel, frame, payload) => {
+    const f = frame as { value?: unknown[]; constructor?: { descriptor?: { numeric?: number } } } & Record<
+      string,
+      unknown
+    >;
+    const code = f?.constructor?.descriptor?.numeric;
+    const pad = code === undefined ? undefined : FRAME_PADDING[code];
+    if (pad && Array.isArray(f.value) && f.value.length < pad[2] && f[pad[0]] === undefined)
+      f[pad[0]] = pad[1];
+    write(channel, frame, payload);
+  };
+}
+
 /** The attach frame rhea will send for this link (set fields before the handler returns). */
 function localAttach(link: Sender | Receiver): Record<string, unknown> {
   return (link as unknown as { local: { attach: Record<string, unknown> } }).local.attach;
@@ -415,11 +451,15 @@ export class EventHubsEmulatorServer {
         autoaccept: false,
         credit_window: 500,
         max_frame_size: 65536,
+        // Sent in our open frame. Some clients (Python pyamqp) index the open frame's fields
+        // positionally and fail when trailing ones are omitted, so idle-time-out must be present.
+        idle_time_out: 120_000,
         // never reconnect: this is the accepting side
         reconnect: false,
       },
       this.container,
     ).accept(socket);
+    padOutgoingFrames(connection);
     const state: ConnState = {
       id,
       socket,
@@ -639,9 +679,7 @@ export class EventHubsEmulatorServer {
     c.on('receiver_error', () => {});
     c.on('session_error', () => {});
     c.on('connection_error', () => {});
-    c.on('protocol_error', (ctx: EventContext) =>
-      this.log.debug({ err: ctx.error }, 'eventhubs emulator: protocol error'),
-    );
+    c.on('protocol_error', (err: unknown) => this.log.debug({ err }, 'eventhubs emulator: protocol error'));
     c.on('error', (err: unknown) => this.log.debug({ err }, 'eventhubs emulator: AMQP error'));
     c.on('disconnected', (ctx: EventContext) => {
       const state = this.connByRhea.get(ctx.connection);
@@ -687,6 +725,8 @@ export class EventHubsEmulatorServer {
     }
     const address = (link.source as { address?: string } | undefined)?.address ?? '';
     link.set_source({ address });
+    // Echo both termini: some clients (pyamqp) refuse an attach that lacks either.
+    link.set_target({ address: (link.target as { address?: string } | undefined)?.address ?? '' });
     conn.links.add(link);
     const path = entityPath(address);
     if (path === '$cbs' || path.endsWith('/$management') || path === '$management') {
@@ -797,6 +837,7 @@ export class EventHubsEmulatorServer {
     }
     const address = (link.target as { address?: string } | undefined)?.address ?? '';
     link.set_target({ address });
+    link.set_source({ address: (link.source as { address?: string } | undefined)?.address ?? '' });
     conn.links.add(link);
     const path = entityPath(address);
     if (path === '$cbs') {
@@ -913,7 +954,8 @@ export class EventHubsEmulatorServer {
       this.stats.cbsAccepted++;
       return respond(202, 'Accepted (anonymous mode: token not verified)');
     }
-    if (type !== 'servicebus.windows.net:sastoken') {
+    // The service looks at the token itself: the Python client declares SAS tokens as "jwt".
+    if (!token.startsWith('SharedAccessSignature ')) {
       this.stats.cbsRejected++;
       this.log.info(
         { connection: conn.id, tokenType: type },
@@ -921,7 +963,7 @@ export class EventHubsEmulatorServer {
       );
       return respond(
         401,
-        `Token type "${type}" is not supported by the emulator: use a SAS key.`,
+        `Only SAS tokens are supported by the emulator (token type "${type}" is not a SharedAccessSignature): use a SAS key.`,
         'amqp:unauthorized-access',
       );
     }
