@@ -1,10 +1,14 @@
 import { LOG_LEVELS, type LogLevel } from '../observability/logger.js';
-import { httpUrl, integer, oneOf, type Parser, text } from './parsers.js';
+import { bytesSize, httpUrl, integer, oneOf, type Parser, port, text } from './parsers.js';
 
 export const SCOPES = ['self', 'all'] as const;
 export type Scope = (typeof SCOPES)[number];
-export const SINK_KINDS = ['stdout', 'file'] as const;
+export const SINK_KINDS = ['eventhubs', 'stdout', 'file'] as const;
 export type SinkKind = (typeof SINK_KINDS)[number];
+export const CREDENTIAL_KINDS = ['managed-identity', 'default'] as const;
+export type CredentialKind = (typeof CREDENTIAL_KINDS)[number];
+/** The only way to give a connection string: an environment variable never shows in `ps`. */
+export const CONNECTION_STRING_ENV = 'SE_SHIPPER_EVENTHUBS_CONNECTION_STRING';
 
 /** Everything `se-shipper run` is configured with, after flags > env > file > defaults. */
 export interface ShipperConfig {
@@ -16,6 +20,15 @@ export interface ShipperConfig {
   sink: SinkKind;
   out: string;
   logLevel: LogLevel;
+  eventhubsNamespace: string;
+  eventhub: string;
+  credential: CredentialKind;
+  managedIdentityClientId: string;
+  heartbeatInterval: number;
+  healthPort: number;
+  spoolMaxBytes: number;
+  spoolMaxRecords: number;
+  flushTimeout: number;
 }
 
 export interface OptionSpec<K extends keyof ShipperConfig = keyof ShipperConfig> {
@@ -86,6 +99,72 @@ export const SHIPPER_OPTIONS: readonly OptionSpec[] = [
     description: 'NDJSON file the file sink appends to',
     defaultValue: '',
     parse: text({ allowEmpty: true }),
+  }),
+  spec({
+    key: 'eventhubsNamespace',
+    flag: '--eventhubs-namespace <fqdn>',
+    description: `Event Hubs namespace, e.g. contoso-se.servicebus.windows.net (or ${CONNECTION_STRING_ENV})`,
+    defaultValue: '',
+    parse: (raw) =>
+      text({ allowEmpty: true })(raw)
+        .replace(/^sb:\/\//i, '')
+        .replace(/\/+$/, ''),
+  }),
+  spec({
+    key: 'eventhub',
+    flag: '--eventhub <name>',
+    description: 'event hub name (optional when the connection string has EntityPath)',
+    defaultValue: '',
+    parse: text({ allowEmpty: true }),
+  }),
+  spec({
+    key: 'credential',
+    flag: '--credential <kind>',
+    description: 'managed-identity (VMs) or default (DefaultAzureCredential, for developer machines)',
+    defaultValue: 'managed-identity',
+    parse: oneOf(CREDENTIAL_KINDS),
+  }),
+  spec({
+    key: 'managedIdentityClientId',
+    flag: '--managed-identity-client-id <id>',
+    description: 'client id of the user-assigned identity to use (system-assigned when empty)',
+    defaultValue: '',
+    parse: text({ allowEmpty: true }),
+  }),
+  spec({
+    key: 'heartbeatInterval',
+    flag: '--heartbeat-interval <seconds>',
+    description: 'seconds between heartbeat records; 0 disables them',
+    defaultValue: 300,
+    parse: integer(0, 86_400),
+  }),
+  spec({
+    key: 'healthPort',
+    flag: '--health-port <port>',
+    description: 'serve /healthz and /metrics on 127.0.0.1:<port>; 0 = off',
+    defaultValue: 0,
+    parse: port(),
+  }),
+  spec({
+    key: 'spoolMaxBytes',
+    flag: '--spool-max-bytes <size>',
+    description: 'bound of the on-disk spool (e.g. 32MiB); heartbeats are dropped first when full',
+    defaultValue: 32 * 1024 * 1024,
+    parse: bytesSize(64 * 1024),
+  }),
+  spec({
+    key: 'spoolMaxRecords',
+    flag: '--spool-max-records <n>',
+    description: 'bound of the number of spooled records',
+    defaultValue: 20_000,
+    parse: integer(100),
+  }),
+  spec({
+    key: 'flushTimeout',
+    flag: '--flush-timeout <ms>',
+    description: 'on SIGTERM, how long to keep sending before leaving the rest in the spool',
+    defaultValue: 5_000,
+    parse: integer(0, 120_000),
   }),
   spec({
     key: 'logLevel',

@@ -1,6 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError } from './errors.js';
-import { envNameOf, flagNameOf, type OptionSpec, SHIPPER_OPTIONS, type ShipperConfig } from './options.js';
+import {
+  CONNECTION_STRING_ENV,
+  envNameOf,
+  flagNameOf,
+  type OptionSpec,
+  SHIPPER_OPTIONS,
+  type ShipperConfig,
+} from './options.js';
 
 export interface ConfigSources {
   /** Values given as flags (commander's opts(), keyed by option key; absent when not given). */
@@ -74,6 +81,17 @@ export function resolveConfig(
   const resolved = config as unknown as ShipperConfig;
   if (resolved.sink === 'file' && !resolved.out) {
     throw new ConfigError(`--sink file needs --out <path> (or ${envNameOf('out')})`);
+  }
+  if (resolved.sink === 'eventhubs') {
+    const connectionString = sources.env[CONNECTION_STRING_ENV];
+    if (connectionString !== undefined && !/Endpoint=/i.test(connectionString)) {
+      throw new ConfigError(`${CONNECTION_STRING_ENV} is not an Event Hubs connection string (no Endpoint=)`);
+    }
+    if (!connectionString && !(resolved.eventhubsNamespace && resolved.eventhub)) {
+      throw new ConfigError(
+        `--sink eventhubs needs --eventhubs-namespace and --eventhub (managed identity), or ${CONNECTION_STRING_ENV}`,
+      );
+    }
   }
   return { config: resolved, sources: from as Record<keyof ShipperConfig, ConfigSource> };
 }

@@ -16,10 +16,17 @@ export const METRIC_SPECS = {
   recordsSpooled: { type: 'counter', help: 'records handed to the spool' },
   recordsSent: { type: 'counter', help: 'records confirmed by the sink' },
   sendFailures: { type: 'counter', help: 'sink sends that failed (each is retried)' },
+  sendRetries: { type: 'counter', help: 'sends attempted again after a failure' },
+  recordsRejected: {
+    type: 'counter',
+    help: 'records the sink can never take (too large), kept in spool/rejected',
+  },
   spoolDrops: { type: 'counter', help: 'records dropped because the spool was full (heartbeats first)' },
   activeEvents: { type: 'gauge', help: 'events in the last IMDS document' },
   lastIncarnation: { type: 'gauge', help: 'DocumentIncarnation of the last document (-1 before the first)' },
   spoolDepth: { type: 'gauge', help: 'records waiting in the spool' },
+  spoolBytes: { type: 'gauge', help: 'bytes of records waiting in the spool' },
+  spoolMemoryHeld: { type: 'gauge', help: 'records held in memory only because the disk failed' },
   lastPollOkTimestampSeconds: { type: 'gauge', help: 'unix time of the last successful poll' },
   lastSendOkTimestampSeconds: { type: 'gauge', help: 'unix time of the last confirmed send' },
 } as const satisfies Record<string, MetricSpec>;
@@ -52,7 +59,7 @@ export class Metrics {
   }
 
   /** Prometheus text exposition format, names prefixed `se_shipper_` in snake case. */
-  toPrometheus(extra: Partial<Record<string, number>> = {}, now = Date.now()): string {
+  toPrometheus(now = Date.now()): string {
     const lines: string[] = [];
     const emit = (name: string, type: string, help: string, value: number) => {
       const metric = `se_shipper_${name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}${type === 'counter' ? '_total' : ''}`;
@@ -62,9 +69,6 @@ export class Metrics {
       emit(name, spec.type, spec.help, this.values[name]);
     }
     emit('uptimeSeconds', 'gauge', 'seconds since the shipper started', this.uptimeSeconds(now));
-    for (const [name, value] of Object.entries(extra)) {
-      if (value !== undefined) emit(name, 'gauge', name, value);
-    }
     return `${lines.join('\n')}\n`;
   }
 }

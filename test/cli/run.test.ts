@@ -29,7 +29,18 @@ afterEach(async () => {
 
 function shipper(extraArgs: string[] = [], env: NodeJS.ProcessEnv = {}): CliRun {
   const run = startCli(
-    ['run', '--imds-endpoint', fixture.url, '--poll-interval', '200', '--state-dir', stateDir, ...extraArgs],
+    [
+      'run',
+      '--imds-endpoint',
+      fixture.url,
+      '--poll-interval',
+      '200',
+      '--state-dir',
+      stateDir,
+      '--heartbeat-interval',
+      '0',
+      ...extraArgs,
+    ],
     env,
   );
   running.push(run);
@@ -46,6 +57,23 @@ async function stop(run: CliRun) {
 }
 
 describe('se-shipper run', () => {
+  it('sends a schema-valid heartbeat at start when heartbeats are on', async () => {
+    const run = startCli([
+      'run',
+      '--imds-endpoint',
+      fixture.url,
+      '--poll-interval',
+      '200',
+      '--state-dir',
+      stateDir,
+    ]);
+    running.push(run);
+    await waitFor(() => run.records.length >= 1, 'heartbeat');
+    await stop(run);
+    expect(run.records[0]).toMatchObject({ recordType: 'heartbeat', phase: '', vmName: 'web_3' });
+    assertValidRecord(run.records[0]);
+  });
+
   it('ships Scheduled → Started → Completed for this VM only, enriched and schema-valid', async () => {
     fixture.setDocument(
       eventsDoc(1, [
@@ -229,6 +257,7 @@ describe('se-shipper run', () => {
       SE_SHIPPER_POLL_INTERVAL: '200',
       SE_SHIPPER_STATE_DIR: stateDir,
       SE_SHIPPER_SCOPE: 'all',
+      SE_SHIPPER_HEARTBEAT_INTERVAL: '0',
     });
     running.push(run);
     await waitFor(() => run.records.length >= 1, 'record');
