@@ -92,6 +92,11 @@ function fieldsFor(apiVersion: string): { description: boolean; source: boolean;
   };
 }
 
+/** A strong ETag of a response body. */
+export function etagOf(text: string): string {
+  return `"${createHash('sha1').update(text).digest('base64url').slice(0, 22)}"`;
+}
+
 export function formatNotBefore(ms: number, format: NotBeforeFormat): string {
   const d = new Date(Math.floor(ms / 1000) * 1000);
   return format === 'iso' ? d.toISOString().replace('.000Z', 'Z') : d.toUTCString();
@@ -125,7 +130,7 @@ export class ScheduledEventsModel {
   private readonly approvalLog: ApprovalRecord[] = [];
   private readonly faultQueue: ActiveFault[] = [];
   private faultSeq = 0;
-  private readonly docCache = new Map<string, string>();
+  private readonly docCache = new Map<string, { text: string; etag: string }>();
 
   constructor(options: ModelOptions) {
     this.clock = options.clock;
@@ -257,17 +262,18 @@ export class ScheduledEventsModel {
   }
 
   /** Serves the document for an api-version; returns the JSON text (cached per incarnation). */
-  documentText(apiVersion: string): { text: string; incarnation: number } {
+  documentText(apiVersion: string): { text: string; etag: string; incarnation: number } {
     this.sync();
     const f = fieldsFor(apiVersion);
     const key = `${this.incarnationValue}|${f.description}|${f.source}|${f.duration}`;
-    let text = this.docCache.get(key);
-    if (text === undefined) {
-      text = JSON.stringify(this.buildDocument(apiVersion));
+    let cached = this.docCache.get(key);
+    if (cached === undefined) {
+      const text = JSON.stringify(this.buildDocument(apiVersion));
+      cached = { text, etag: etagOf(text) };
       if (this.docCache.size > 16) this.docCache.clear();
-      this.docCache.set(key, text);
+      this.docCache.set(key, cached);
     }
-    return { text, incarnation: this.incarnationValue };
+    return { ...cached, incarnation: this.incarnationValue };
   }
 
   document(apiVersion = '2020-07-01'): ScheduledEventsDocument {
