@@ -91,7 +91,7 @@ function bodyObject(n: Node): Node | undefined {
 export function resources(b: ParsedBicep): ResourceDecl[] {
   const out: ResourceDecl[] = [];
   for (const n of b.root.namedChildren) {
-    if (!n || n.type !== 'resource_declaration') continue;
+    if (n?.type !== 'resource_declaration') continue;
     const [id, typeNode] = n.namedChildren;
     const ref = typeNode ? stringValue(typeNode) : undefined;
     if (!id || !ref)
@@ -114,10 +114,10 @@ export function resources(b: ParsedBicep): ResourceDecl[] {
 export function prop(obj: Node | undefined, path: string): Node | undefined {
   let cur: Node | undefined = obj;
   for (const key of path.split('.')) {
-    if (!cur || cur.type !== 'object') return undefined;
+    if (cur?.type !== 'object') return undefined;
     let next: Node | undefined;
     for (const p of cur.namedChildren) {
-      if (!p || p.type !== 'object_property') continue;
+      if (p?.type !== 'object_property') continue;
       const k = p.namedChildren[0];
       const keyText = k ? (k.type === 'string' ? stringValue(k) : k.text) : undefined;
       if (keyText === key) next = p.namedChildren[p.namedChildren.length - 1] ?? undefined;
@@ -168,7 +168,7 @@ export function literal(n: Node | undefined): unknown {
     case 'object': {
       const o: Record<string, unknown> = {};
       for (const p of n.namedChildren) {
-        if (!p || p.type !== 'object_property') continue;
+        if (p?.type !== 'object_property') continue;
         const k = p.namedChildren[0];
         const v = p.namedChildren[p.namedChildren.length - 1];
         if (k) o[k.type === 'string' ? (stringValue(k) ?? k.text) : k.text] = literal(v ?? undefined);

@@ -47,11 +47,12 @@ async function extensionScript(bundle: string): Promise<string> {
   const vars = declarations(b, 'variable_declaration');
   const argsNode = vars.get('installArgs');
   const scriptNode = vars.get('installScript');
-  expect(argsNode?.type).toBe('string');
-  expect(scriptNode?.text).toBe(
-    "'#!/bin/bash\\nset -- ${installArgs}\\n${loadTextContent('../../../deploy/install.sh')}'",
-  );
-  expect(stringValue(argsNode!)).toBeUndefined(); // it is interpolated
+  if (argsNode?.type !== 'string') throw new Error('shipper-vm.bicep: var installArgs is not a string');
+  // Bicep source text (\x24 is '$': Bicep interpolation, not a JS template).
+  const expectedScript =
+    "'#!/bin/bash\\nset -- \x24{installArgs}\\n\x24{loadTextContent('../../../deploy/install.sh')}'";
+  expect(scriptNode?.text).toBe(expectedScript);
+  expect(stringValue(argsNode)).toBeUndefined(); // it is interpolated
   const values: Record<string, string> = {
     eventHubsNamespaceFqdn: NAMESPACE,
     eventHubName: HUB,
@@ -59,7 +60,7 @@ async function extensionScript(bundle: string): Promise<string> {
     nodeSource: 'nodejs.org',
     packageArg: `--bundle '${bundle}'`,
   };
-  const args = argsNode!.text
+  const args = argsNode.text
     .slice(1, -1)
     .replace(/\$\{(\w+)\}/g, (_m, name: string) => {
       const v = values[name];

@@ -250,7 +250,7 @@ async function alertQueries(): Promise<{ queries: EmbeddedQuery[]; rules: Record
   const rulesNode = vars.get('rules');
   const rules: Record<string, unknown>[] = [];
   for (const o of rulesNode?.namedChildren ?? []) {
-    if (!o || o.type !== 'object') continue;
+    if (o?.type !== 'object') continue;
     const value = literal(o) as Record<string, unknown>;
     value.query = prop(o, 'query')?.text; // an identifier naming one of the *Query variables
     rules.push(value);

@@ -78,7 +78,7 @@ export function analyzeQuery(
   const code = L.KustoCode.ParseAndAnalyze(text, globals);
   const resultColumns: string[] = [];
   const rt = code.ResultType;
-  if (rt && rt.Columns) {
+  if (rt?.Columns) {
     for (let i = 0; i < rt.Columns.Count; i++) {
       const c = rt.Columns.getItem(i);
       resultColumns.push(`${c.Name}:${c.Type.Name}`);
