@@ -129,6 +129,7 @@ export class DeliveryLoop {
   private wakeWaiter: (() => void) | null = null;
   private unsubscribe: (() => void) | null = null;
   private batchLimit: number;
+  private ackInFlight: Promise<void> = Promise.resolve();
 
   private readonly counters = {
     recordsSent: 0,
@@ -230,6 +231,14 @@ export class DeliveryLoop {
   }
 
   private async run(): Promise<void> {
+    try {
+      await this.loop();
+    } finally {
+      await this.ackInFlight;
+    }
+  }
+
+  private async loop(): Promise<void> {
     while (!this.halt.signal.aborted) {
       this.woken = false;
       if (this.spool.depth === 0) {
@@ -327,7 +336,14 @@ export class DeliveryLoop {
     } finally {
       clearTimeout(timer);
     }
-    await this.spool.ack(entries);
+    // The records leave the queue now (ack takes them out of the index before the next peek can
+    // run); their unlinks overlap with the next batch, at most one batch behind.
+    const acked = this.spool.ack(entries).catch((err: unknown) => {
+      this.logger.error({ err }, 'acknowledging delivered records failed; they may be sent again');
+    });
+    const previous = this.ackInFlight;
+    this.ackInFlight = acked;
+    await previous;
     this.onSuccess(entries.length);
   }
 

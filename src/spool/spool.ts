@@ -295,20 +295,25 @@ export class Spool {
     });
   }
 
-  /** Removes records the sink confirmed (unlinks their files, one directory fsync). */
-  ack(entries: readonly SpoolEntry[]): Promise<void> {
-    if (entries.length === 0) return Promise.resolve();
-    return this.locked(async () => {
-      const files: string[] = [];
+  /**
+   * Removes records the sink confirmed: they leave the queue at once (a `peek` called after `ack`
+   * no longer sees them), then their files are unlinked, with one directory fsync, outside the
+   * lock so that appends do not wait for it. Resolves when the files are gone.
+   */
+  async ack(entries: readonly SpoolEntry[]): Promise<void> {
+    if (entries.length === 0) return;
+    const files = await this.locked(async () => {
+      const out: string[] = [];
       for (const e of entries) {
         const entry = this.index.get(e.seq);
         if (!entry) continue; // already dropped or acked
         this.remove(entry);
         this.counters.acked += 1;
-        if (entry.file) files.push(entry.file);
+        if (entry.file) out.push(entry.file);
       }
-      await this.unlinkAll(files, 'acknowledged record');
+      return out;
     });
+    await this.unlinkAll(files, 'acknowledged record');
   }
 
   /**

@@ -60,6 +60,7 @@ describe('DeliveryLoop', () => {
     expect(sink.records.map((r) => r.recordId)).toEqual([...backlog, ...live].map((r) => r.recordId));
     expect(Math.max(...sink.batchSizes)).toBeLessThanOrEqual(8);
     expect(spool.depth).toBe(0);
+    await loop.stop({ flushTimeoutMs: 5_000 }); // waits for the last batch's unlinks
     expect((await readdir(seedDir)).filter((n) => n.endsWith('.rec'))).toEqual([]);
     expect(loop.stats()).toMatchObject({ recordsSent: 40, sendFailures: 0, spoolDepth: 0 });
     expect(loop.stats().lastSuccessAt).toBeTypeOf('number');
