@@ -382,7 +382,7 @@ export class ScheduledEventsModel {
     if (t) {
       const step = t.scenario.steps[t.nextStep];
       if (step) out.push({ at: t.startMs + this.scale(step.at), kind: 'step' });
-      else if (t.after === 'loop')
+      else if (t.after === 'loop' && t.scenario.steps.length > 0)
         out.push({ at: t.startMs + this.scale(this.loopPeriod(t.scenario)), kind: 'loop' });
     }
     return out;

@@ -683,6 +683,12 @@ export async function startImdsEmulator(options: ImdsEmulatorOptions = {}): Prom
   const urlHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const baseUrl = `http://${urlHost}:${address.port}`;
   logger?.info({ url: baseUrl, scenario: model.scenarioName, speed: model.speed }, 'imds emulator listening');
+  if (!isLoopback(address.address)) {
+    logger?.warn(
+      { host: address.address, control: controlEnabled },
+      'imds emulator reachable from the network: anyone who can reach it can read the VM identity and drive the control API',
+    );
+  }
 
   let closed: Promise<void> | null = null;
   return {
@@ -755,6 +761,10 @@ export async function startImdsEmulator(options: ImdsEmulatorOptions = {}): Prom
       return closed;
     },
   };
+}
+
+function isLoopback(address: string): boolean {
+  return address === '::1' || address.startsWith('127.') || address === '::ffff:127.0.0.1';
 }
 
 function nextIso(ms: number | null): string | null {
