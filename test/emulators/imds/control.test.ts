@@ -175,5 +175,8 @@ describe('IMDS emulator: control API', () => {
     const waiting = emu.waitForPoll(seq);
     await getDoc(base);
     expect((await waiting).seq).toBe(seq + 1);
+    const never = emu.waitForPoll(emu.lastSeq());
+    await emu.close();
+    await expect(never).rejects.toThrow(/closed/);
   });
 });

@@ -122,6 +122,24 @@ describe('IMDS emulator: faults', () => {
     expect(emu.requests()[2]?.fault).toBe('enrolment');
   });
 
+  it('arms a fault from a scenario step at its time (scaled by the speed factor)', async () => {
+    const { base, emu } = await start({
+      speed: 10,
+      scenario: {
+        name: 'flaky',
+        description: '',
+        steps: [{ at: 60, action: 'fault', fault: { kind: 'status', status: 410, count: 2 } }],
+      },
+    });
+    expect((await getDoc(base)).status).toBe(200);
+    emu.advance(5_999);
+    expect((await getDoc(base)).status).toBe(200);
+    emu.advance(1);
+    expect((await getDoc(base)).status).toBe(410);
+    expect((await getDoc(base)).status).toBe(410);
+    expect((await getDoc(base)).status).toBe(200);
+  });
+
   it('validates fault specs', () => {
     return start().then(({ emu }) => {
       expect(() => emu.addFault({ kind: 'status' } as never)).toThrow(/fault\.status: expected a number/);
