@@ -102,6 +102,9 @@ case "$ROOT" in /*) ;; *) die "--root must be absolute" ;; esac
 ROOT="${ROOT%/}"
 
 R() { printf '%s%s' "$ROOT" "$1"; } # path under the target root
+# The Custom Script extension runs with a minimal environment.
+export HOME="${HOME:-/root}"
+export PATH="${PATH:-/usr/sbin:/usr/bin:/sbin:/bin}:/usr/local/bin"
 
 # ---------------------------------------------------------------- Node.js
 node_ok() { # $1 = node binary; true when it runs and is >= 20.19
@@ -224,8 +227,10 @@ else
   [ -x "$npm_bin" ] || npm_bin="$(command -v npm || true)"
   [ -n "$npm_bin" ] || die "npm not found next to node; use --bundle or install npm"
   log "installing ${PACKAGE} with npm"
+  npm_cache="$(mktemp -d)"
   PATH="$(dirname "$npm_bin"):$PATH" "$npm_bin" install --global --prefix "$(R "$PREFIX_DIR")" --omit=dev \
-    --no-audit --no-fund --no-update-notifier "$PACKAGE" >&2
+    --no-audit --no-fund --no-update-notifier --cache "$npm_cache" "$PACKAGE" >&2
+  rm -rf "$npm_cache"
 fi
 main_js="$app_dir/dist/cli/main.js"
 [ -f "$main_js" ] || die "installed package has no dist/cli/main.js"

@@ -139,7 +139,8 @@ describe('resource types and API versions', () => {
         const parent = s.parent;
         const fn = parent?.parent?.childForFieldName('function')?.text;
         const isModulePath = parent?.type === 'module_declaration';
-        const isLoad = parent?.type === 'arguments' && /^load(Text|Json|FileAsBase64)Content$/.test(fn ?? '');
+        const isLoad =
+          parent?.type === 'arguments' && /^load(TextContent|JsonContent|FileAsBase64)$/.test(fn ?? '');
         if (v && (isModulePath || isLoad)) {
           expect(existsSync(resolve(dirname(f), v)), `${name(f)} -> ${v}`).toBe(true);
           checked.push(v);
@@ -317,7 +318,8 @@ describe('wiring', () => {
       expect(text(prop(ext.body, 'properties.protectedSettings.script'))).toBe('base64(installScript)');
       expect(literal(prop(ext.body, 'properties.settings'))).toEqual({});
       const vars = declarations(await get(file), 'variable_declaration');
-      expect(text(vars.get('installScript'))).toContain("loadTextContent('../../../deploy/install.sh')");
+      expect(text(vars.get('installScript'))).toContain("loadFileAsBase64('../../../deploy/install.sh')");
+      expect(text(vars.get('installScript'))).toMatch(/^'#!\/bin\/sh\\n/);
     }
   });
 

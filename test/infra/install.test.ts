@@ -41,34 +41,55 @@ function makeRoot(base: string): string {
   return root;
 }
 
-/** The script the Linux Custom Script extension runs, assembled like shipper-vm.bicep does. */
+/** Bicep single-quoted string source → its value, with `${...}` replaced by `values`. */
+function bicepString(source: string, values: Record<string, string>): string {
+  if (!source.startsWith("'") || !source.endsWith("'"))
+    throw new Error(`not a Bicep string: ${source.slice(0, 40)}`);
+  let out = '';
+  const body = source.slice(1, -1);
+  for (let i = 0; i < body.length; i++) {
+    const c = body[i];
+    if (c === '\\') {
+      const n = body[++i] ?? '';
+      out += ({ n: '\n', r: '\r', t: '\t' } as Record<string, string>)[n] ?? n;
+    } else if (c === '$' && body[i + 1] === '{') {
+      const end = body.indexOf('}', i);
+      // Interpolations may contain quoted strings with '}'? Not ours: match up to the closing brace.
+      const expr = body.slice(i + 2, end);
+      const v = values[expr];
+      if (v === undefined) throw new Error(`unexpected interpolation \x24{${expr}}`);
+      out += v;
+      i = end;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/** The script the Linux Custom Script extension runs, assembled exactly like shipper-vm.bicep does. */
 async function extensionScript(bundle: string): Promise<string> {
   const b = await parseBicep(join(repo, 'infra', 'bicep', 'modules', 'shipper-vm.bicep'));
   const vars = declarations(b, 'variable_declaration');
   const argsNode = vars.get('installArgs');
   const scriptNode = vars.get('installScript');
-  if (argsNode?.type !== 'string') throw new Error('shipper-vm.bicep: var installArgs is not a string');
-  // Bicep source text (\x24 is '$': Bicep interpolation, not a JS template).
-  const expectedScript =
-    "'#!/bin/bash\\nset -- \x24{installArgs}\\n\x24{loadTextContent('../../../deploy/install.sh')}'";
-  expect(scriptNode?.text).toBe(expectedScript);
-  expect(stringValue(argsNode)).toBeUndefined(); // it is interpolated
-  const values: Record<string, string> = {
+  if (argsNode?.type !== 'string' || scriptNode?.type !== 'string') {
+    throw new Error('shipper-vm.bicep: installArgs / installScript are not strings');
+  }
+  expect(stringValue(argsNode)).toBeUndefined(); // interpolated
+  const args = bicepString(argsNode.text, {
     eventHubsNamespaceFqdn: NAMESPACE,
     eventHubName: HUB,
     identityClientId: CLIENT_ID,
     nodeSource: 'nodejs.org',
     packageArg: `--bundle '${bundle}'`,
-  };
-  const args = argsNode.text
-    .slice(1, -1)
-    .replace(/\$\{(\w+)\}/g, (_m, name: string) => {
-      const v = values[name];
-      if (v === undefined) throw new Error(`installArgs uses unexpected \${${name}}`);
-      return v;
-    })
-    .replace(/\\'/g, "'");
-  return `#!/bin/bash\nset -- ${args}\n${readFileSync(join(repo, 'deploy', 'install.sh'), 'utf8')}`;
+  });
+  return bicepString(scriptNode.text, {
+    installArgs: args,
+    "loadFileAsBase64('../../../deploy/install.sh')": readFileSync(
+      join(repo, 'deploy', 'install.sh'),
+    ).toString('base64'),
+  });
 }
 
 describe.skipIf(!isRoot || !hasBuild)('deploy/install.sh into a temporary root', () => {
@@ -94,8 +115,9 @@ describe.skipIf(!isRoot || !hasBuild)('deploy/install.sh into a temporary root',
     if (base) rmSync(base, { recursive: true, force: true });
   });
 
+  // The extension runs the payload with /bin/sh.
   const run = (script: string, extraEnv: Record<string, string> = {}) =>
-    spawnSync('bash', ['-c', script, 'install.sh'], {
+    spawnSync('/bin/sh', ['-c', script, 'install.sh'], {
       encoding: 'utf8',
       timeout: 120_000,
       env: { ...process.env, SE_INSTALL_ROOT: root, ...extraEnv },

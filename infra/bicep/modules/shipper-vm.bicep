@@ -33,10 +33,12 @@ param nodeSource string = 'nodejs.org'
 @description('Change to rerun the script on the next deployment (e.g. utcNow()).')
 param forceUpdateTag string = ''
 
-// deploy/install.sh with its arguments set in front (`set --`); values are single-quoted.
+// The extension runs protectedSettings.script with /bin/sh, so the payload is a POSIX sh wrapper:
+// it decodes deploy/install.sh (a bash script) to a temporary file and runs it with bash and the
+// arguments below (values single-quoted).
 var packageArg = empty(shipperBundleUrl) ? '--package \'${shipperPackage}\'' : '--bundle \'${shipperBundleUrl}\''
 var installArgs = '--eventhubs-namespace \'${eventHubsNamespaceFqdn}\' --eventhub \'${eventHubName}\' --client-id \'${identityClientId}\' --node \'${nodeSource}\' ${packageArg}'
-var installScript = '#!/bin/bash\nset -- ${installArgs}\n${loadTextContent('../../../deploy/install.sh')}'
+var installScript = '#!/bin/sh\nf="$(mktemp)" || exit 1\necho \'${loadFileAsBase64('../../../deploy/install.sh')}\' | base64 -d > "$f" || exit 1\n/bin/bash "$f" ${installArgs}\nrc=$?\nrm -f "$f"\nexit $rc\n'
 
 resource vm 'Microsoft.Compute/virtualMachines@2024-11-01' existing = {
   name: vmName
