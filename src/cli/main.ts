@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import { createEventHubsEmulatorCommand } from '../emulators/eventhubs/command.js';
 import { createImdsEmulatorCommand } from '../emulators/imds/command.js';
 import { SHIPPER_VERSION } from '../version.js';
+import { createDemoCommand } from './demo.js';
 import { applyExitPolicy, exitCodeFor } from './exit.js';
 import { createOnceCommand } from './once.js';
 import { createRunCommand } from './run.js';
@@ -13,6 +14,7 @@ const program = new Command('se-shipper')
 
 program.addCommand(createRunCommand());
 program.addCommand(createOnceCommand());
+program.addCommand(createDemoCommand());
 program.addCommand(
   new Command('emulate')
     .description('local emulators of the Azure services the shipper talks to')

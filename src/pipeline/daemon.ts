@@ -28,6 +28,16 @@ export interface DaemonOptions {
   maxBackoffMs?: number;
 }
 
+/**
+ * The SDK's own operation timeout must not outlast the delivery loop's per-send timeout: the loop
+ * abandons a send at `sendTimeout` anyway, and a shorter SDK timeout lets the client give up on a
+ * dead link itself instead of leaving it to the abort.
+ */
+function sdkRetryOptions(config: ShipperConfig): { timeoutInMs: number } {
+  return { timeoutInMs: Math.min(SDK_OPERATION_TIMEOUT_MS, config.sendTimeout) };
+}
+const SDK_OPERATION_TIMEOUT_MS = 20_000;
+
 /** The credential is loaded lazily: @azure/identity is large and connection-string users never need it. */
 async function createEventHubsSink(
   config: ShipperConfig,
@@ -49,6 +59,7 @@ async function createEventHubsSink(
         ...(config.eventhub ? { eventHubName: config.eventhub } : {}),
       },
       logger: sinkLogger,
+      retryOptions: sdkRetryOptions(config),
     });
   }
   const identity = await import('@azure/identity');
@@ -77,6 +88,7 @@ async function createEventHubsSink(
       credential,
     },
     logger: sinkLogger,
+    retryOptions: sdkRetryOptions(config),
   });
 }
 
@@ -126,8 +138,9 @@ export async function startDaemon(
     spool,
     sink,
     logger,
+    sendTimeoutMs: config.sendTimeout,
     ...(options.minBackoffMs !== undefined ? { minBackoffMs: options.minBackoffMs } : {}),
-    ...(options.maxBackoffMs !== undefined ? { maxBackoffMs: options.maxBackoffMs } : {}),
+    maxBackoffMs: options.maxBackoffMs ?? config.retryMaxBackoff,
   });
   const imds = new ImdsClient({
     endpoint: config.imdsEndpoint,
@@ -215,8 +228,8 @@ export async function startDaemon(
   shipper.start();
   let heartbeatTimer: NodeJS.Timeout | undefined;
   if (config.heartbeatInterval > 0) {
-    // One right away says "this shipper is alive and which version", then one per interval.
-    void heartbeat();
+    // One soon after start (after the first poll) says "alive, this version", then one per interval.
+    setTimeout(() => void heartbeat(), config.pollInterval + 250).unref();
     heartbeatTimer = setInterval(() => void heartbeat(), config.heartbeatInterval * 1000);
   }
   logger.info(
