@@ -29,6 +29,8 @@ export interface ShipperConfig {
   spoolMaxBytes: number;
   spoolMaxRecords: number;
   flushTimeout: number;
+  sendTimeout: number;
+  retryMaxBackoff: number;
 }
 
 export interface OptionSpec<K extends keyof ShipperConfig = keyof ShipperConfig> {
@@ -165,6 +167,21 @@ export const SHIPPER_OPTIONS: readonly OptionSpec[] = [
     description: 'on SIGTERM, how long to keep sending before leaving the rest in the spool',
     defaultValue: 5_000,
     parse: integer(0, 120_000),
+  }),
+  spec({
+    key: 'sendTimeout',
+    flag: '--send-timeout <ms>',
+    description:
+      'a send to the sink not confirmed by then is abandoned and retried (also bounds the Event Hubs client operation timeout)',
+    defaultValue: 60_000,
+    parse: integer(500, 600_000),
+  }),
+  spec({
+    key: 'retryMaxBackoff',
+    flag: '--retry-max-backoff <ms>',
+    description: 'cap of the jittered exponential backoff between failed sends (retried forever)',
+    defaultValue: 30_000,
+    parse: integer(500, 600_000),
   }),
   spec({
     key: 'logLevel',
