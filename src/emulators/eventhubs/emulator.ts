@@ -395,8 +395,12 @@ export class EventHubsEmulatorServer {
     this.servers = [];
     this.listening = false;
     this.faults.listening = false;
-    await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-    if (opts.dropConnections ?? true) this.dropConnections();
+    // close() stops accepting at once; its callback waits for open connections to end.
+    const closed = Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+    if (opts.dropConnections ?? true) {
+      this.dropConnections();
+      await closed;
+    }
     if (opts.durationMs !== undefined) {
       if (this.reopenTimer) clearTimeout(this.reopenTimer);
       this.reopenTimer = setTimeout(() => {
@@ -648,8 +652,9 @@ export class EventHubsEmulatorServer {
     this.servers = [];
     this.listening = false;
     this.faults.listening = false;
-    await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+    const closed = Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
     this.dropConnections();
+    await closed;
     for (const hub of this.hubs.values()) for (const p of hub.partitions) p.log.close();
   }
 
