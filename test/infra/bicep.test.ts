@@ -67,6 +67,7 @@ const ALLOWED_API_VERSIONS: Record<string, string[]> = {
   'Microsoft.Insights/dataCollectionRuleAssociations': ['2023-03-11'],
   'Microsoft.Insights/actionGroups': ['2023-01-01'],
   'Microsoft.Insights/scheduledQueryRules': ['2023-12-01'],
+  'Microsoft.Insights/workbooks': ['2023-06-01'],
   'Microsoft.Compute/virtualMachines': ['2024-11-01'],
   'Microsoft.Compute/virtualMachines/extensions': ['2024-11-01'],
   'Microsoft.Compute/virtualMachineScaleSets': ['2024-11-01'],

@@ -211,6 +211,15 @@ describe('Log Analytics', () => {
     expect(text).not.toMatch(/\/\//); // DCR transformations do not accept comments
   });
 
+  it('every workbook query parses and binds, and every query file has a panel', () => {
+    const wb = JSON.parse(read('infra/workbook/se-shipper.workbook.json')) as {
+      items: { type: number; content: { query?: string } }[];
+    };
+    const queries = wb.items.filter((i) => i.type === 3).map((i) => i.content.query ?? '');
+    expect(queries).toHaveLength(files.length);
+    for (const q of queries) expectClean(q, analyzeQuery(q, laGlobals()).diagnostics, q.split('\n')[0] ?? '');
+  });
+
   it('the generated Log Analytics columns JSON matches the table schema', () => {
     const json = JSON.parse(read('infra/bicep/generated/loganalytics-columns.json')) as { name: string }[];
     expect(json.map((c) => c.name)).toEqual(laColumns.map((c) => c.name));

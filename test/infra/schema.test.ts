@@ -1,7 +1,8 @@
 /**
  * The committed sink-side table definitions are exactly what test/infra/schema.ts generates from
  * the record contract. Rename or retype a field in src/lifecycle/record.ts and this fails until the
- * generated files are refreshed (UPDATE_INFRA_GENERATED=1 npx vitest run test/infra/schema.test.ts),
+ * generated files are refreshed (UPDATE_INFRA_GENERATED=1 npx vitest run test/infra/schema.test.ts;
+ * this also regenerates the workbook from the Log Analytics query files),
  * and then the KQL tests fail wherever a query still uses the old name.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -19,12 +20,14 @@ import {
   laColumns,
   names,
 } from './schema.js';
+import { workbookJson } from './workbook.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const update = process.env.UPDATE_INFRA_GENERATED === '1';
 
 describe('generated sink-side schema files', () => {
-  for (const [path, content] of Object.entries(generatedFiles())) {
+  const files = { ...generatedFiles(), 'infra/workbook/se-shipper.workbook.json': workbookJson(root) };
+  for (const [path, content] of Object.entries(files)) {
     it(`${path} is up to date with recordFields`, () => {
       const abs = join(root, path);
       if (update) {

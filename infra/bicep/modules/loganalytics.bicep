@@ -1,5 +1,5 @@
 // Log Analytics: workspace (new or existing), the SeShipper_CL custom table (columns generated from
-// the record contract), and, optionally, the Event Hubs -> Azure Monitor ingestion path.
+// the record contract), a workbook, and, optionally, the Event Hubs -> Azure Monitor ingestion path.
 //
 // The ingestion path is the Data Collection Rule "dataImports.eventHub" data source, which is a
 // PUBLIC PREVIEW feature and requires the workspace to be linked to a dedicated cluster or to use
@@ -21,6 +21,9 @@ param retentionInDays int = 30
 
 @description('Create the PREVIEW Event Hubs -> Log Analytics ingestion (DCE + DCR + association on the hub).')
 param enableEventHubIngestion bool = false
+
+@description('Deploy the se-shipper Azure Workbook (charts of the queries in infra/kql/loganalytics/queries).')
+param deployWorkbook bool = true
 
 @description('Event Hubs namespace name (same resource group).')
 param namespaceName string
@@ -162,6 +165,24 @@ resource association 'Microsoft.Insights/dataCollectionRuleAssociations@2023-03-
   }
   dependsOn: [
     receiver
+  ]
+}
+
+resource workbook 'Microsoft.Insights/workbooks@2023-06-01' = if (deployWorkbook) {
+  name: guid(workspace.id, 'se-shipper-workbook')
+  location: location
+  tags: tags
+  kind: 'shared'
+  properties: {
+    displayName: 'se-shipper: Azure Scheduled Events'
+    category: 'workbook'
+    version: '1.0'
+    sourceId: workspace.id
+    // Generated from the Log Analytics query files by test/infra/workbook.ts; the test fails on drift.
+    serializedData: loadTextContent('../../workbook/se-shipper.workbook.json')
+  }
+  dependsOn: [
+    table
   ]
 }
 
