@@ -265,6 +265,7 @@ describe('wiring', () => {
     expect(text(prop(dc.body, 'properties.managedIdentityResourceId'))).toBe('cluster.id');
     expect(text(prop(dc.body, 'properties.eventHubResourceId'))).toBe('hub.id');
     expect(literal(prop(dc.body, 'properties.eventSystemProperties'))).toEqual(['x-opt-enqueued-time']);
+    expect(str(prop(dc.body, 'properties.dataFormat'))).toBe('JSON');
     expect(literal(prop(dc.body, 'dependsOn'))).toBeDefined();
     expect(text(prop(dc.body, 'dependsOn'))?.replace(/\s+/g, ' ')).toBe('[ setup receiver ]');
     const params = declarations(b, 'parameter_declaration');

@@ -125,7 +125,8 @@ resource connection 'Microsoft.Kusto/clusters/databases/dataConnections@2024-04-
     consumerGroup: consumerGroup
     tableName: rawTableName
     mappingRuleName: rawMappingName
-    dataFormat: 'MULTIJSON'
+    // One record per message (the record contract), so JSON; system properties are embedded per message.
+    dataFormat: 'JSON'
     compression: 'None'
     eventSystemProperties: [
       'x-opt-enqueued-time'
