@@ -141,7 +141,7 @@ describe.skipIf(!isRoot || !hasBuild)('deploy/install.sh into a temporary root',
     }
     const passwd = readFileSync(join(root, 'etc', 'passwd'), 'utf8');
     expect(passwd.split('\n').filter((l) => l.startsWith('se-shipper:'))).toHaveLength(1);
-  });
+  }, 240_000);
 
   it('creates a dedicated system user with no login shell and the state dir on the OS disk', () => {
     const line = readFileSync(join(root, 'etc', 'passwd'), 'utf8')
@@ -188,7 +188,7 @@ describe.skipIf(!isRoot || !hasBuild)('deploy/install.sh into a temporary root',
     } finally {
       rmSync(probe);
     }
-  });
+  }, 120_000);
 
   it('writes a hardened unit that restarts forever', () => {
     const unit = readFileSync(join(root, 'etc', 'systemd', 'system', 'se-shipper.service'), 'utf8');
