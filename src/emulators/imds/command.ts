@@ -279,7 +279,8 @@ export function createImdsEmulatorCommand(io: ImdsEmulatorCommandIo = {}): Comma
     try {
       emulator = await startImdsEmulator(options);
     } catch (err) {
-      logger.error({ err }, 'imds emulator failed to start');
+      // User errors (bad scenario file, port in use): the message says it all, no stack.
+      logger.error({ reason: (err as Error).message }, 'imds emulator failed to start');
       process.stderr.write(`se-shipper emulate imds: ${(err as Error).message}\n`);
       process.exitCode = 2;
       return;
