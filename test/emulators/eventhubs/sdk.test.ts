@@ -6,9 +6,14 @@ import {
   EventHubProducerClient,
   earliestEventPosition,
   latestEventPosition,
+  type ReceivedEventData,
 } from '@azure/event-hubs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type EventHubsEmulator, startEventHubsEmulator } from '../../../src/emulators/eventhubs/index.js';
+import {
+  type EmulatorEvent,
+  type EventHubsEmulator,
+  startEventHubsEmulator,
+} from '../../../src/emulators/eventhubs/index.js';
 import { errorOf, fastRetry, readPartition } from './helpers.js';
 
 let hub: EventHubsEmulator;
@@ -77,10 +82,10 @@ describe('Event Hubs emulator with @azure/event-hubs', () => {
 
   it('spreads unkeyed batches round-robin over the partitions', async () => {
     const p = producer();
-    const before = [hub.events(undefined, '0').length, hub.events(undefined, '1').length];
+    const count = (pid: string) => hub.events(undefined, pid).length;
+    const before = [count('0'), count('1')];
     for (let i = 0; i < 4; i++) await p.sendBatch([{ body: { rr: i } }]);
-    const after = [hub.events(undefined, '0').length, hub.events(undefined, '1').length];
-    expect([after[0]! - before[0]!, after[1]! - before[1]!]).toEqual([2, 2]);
+    expect([count('0') - (before[0] ?? 0), count('1') - (before[1] ?? 0)]).toEqual([2, 2]);
   });
 
   it('advertises 1 MiB and accepts a full batch of that size', async () => {
@@ -95,7 +100,7 @@ describe('Event Hubs emulator with @azure/event-hubs', () => {
     await p.sendBatch(batch);
     const stored = hub.events(undefined, '1').slice(start);
     expect(stored).toHaveLength(n);
-    expect((stored.at(-1)?.body as { n: number }).n).toBe(n - 1);
+    expect(stored.at(-1)?.body).toMatchObject({ n: n - 1 });
     // The client itself refuses a batch larger than the link allows.
     const tooBig = await errorOf(p.createBatch({ maxSizeInBytes: 2 * 1024 * 1024 }));
     expect(tooBig.message).toMatch(/max/i);
@@ -113,16 +118,15 @@ describe('Event Hubs emulator with @azure/event-hubs', () => {
       const all = await readPartition(c, pid, earliestEventPosition, stored.length);
       expect(all.map((e) => e.sequenceNumber)).toEqual(stored.map((e) => e.sequenceNumber));
       expect(all.map((e) => e.offset)).toEqual(stored.map((e) => e.offset));
-      for (let i = 1; i < all.length; i++) {
-        expect(all[i]!.sequenceNumber).toBe(all[i - 1]!.sequenceNumber + 1);
-        expect(Number(all[i]!.offset)).toBeGreaterThan(Number(all[i - 1]!.offset));
-        expect(all[i]!.enqueuedTimeUtc.getTime()).toBeGreaterThanOrEqual(
-          all[i - 1]!.enqueuedTimeUtc.getTime(),
-        );
-      }
+      all.slice(1).forEach((e, i) => {
+        const prev = all[i] as ReceivedEventData;
+        expect(e.sequenceNumber).toBe(prev.sequenceNumber + 1);
+        expect(Number(e.offset)).toBeGreaterThan(Number(prev.offset));
+        expect(e.enqueuedTimeUtc.getTime()).toBeGreaterThanOrEqual(prev.enqueuedTimeUtc.getTime());
+      });
       expect(all.map((e) => e.body)).toEqual(stored.map((e) => e.body));
       // exclusive and inclusive offsets
-      const from = stored[2]!;
+      const from = stored[2] as EmulatorEvent;
       const after = await readPartition(c, pid, { offset: from.offset }, stored.length - 3);
       expect(after[0]?.sequenceNumber).toBe(from.sequenceNumber + 1);
       const incl = await readPartition(c, pid, { offset: from.offset, isInclusive: true }, stored.length - 2);
@@ -130,7 +134,7 @@ describe('Event Hubs emulator with @azure/event-hubs', () => {
       // by sequence number and by enqueued time
       const bySeq = await readPartition(c, pid, { sequenceNumber: 3, isInclusive: true }, stored.length - 3);
       expect(bySeq[0]?.sequenceNumber).toBe(3);
-      const last = stored.at(-1)!;
+      const last = stored.at(-1) as EmulatorEvent;
       const byTime = await readPartition(
         c,
         pid,
