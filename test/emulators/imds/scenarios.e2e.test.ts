@@ -148,13 +148,21 @@ describe.sequential('built-in scenarios against the real shipper (scope self)', 
    * Loads a scenario and walks it change by change; `approveRefs` are approved over HTTP (POST
    * StartRequests, as a drain hook does) as soon as they are Scheduled. Returns the history.
    */
-  async function drive(name: string, approveRefs: string[] = []): Promise<HistoryEntry[]> {
+  async function drive(
+    name: string,
+    approveRefs: string[] = [],
+    betweenChanges?: () => Promise<void>,
+  ): Promise<HistoryEntry[]> {
     const historyStart = emu.history().length;
     await emu.loadScenario(name, { speed: 1 });
     const approved = new Set<string>();
     for (let guard = 0; guard < 100; guard++) {
       snapshotNotBefores();
       await shipperSaw();
+      if (betweenChanges) {
+        await betweenChanges();
+        await shipperSaw(); // a good poll again before the next change
+      }
       for (const ev of emu.events()) {
         if (ev.status === 'Scheduled' && approveRefs.includes(ev.ref) && !approved.has(ev.eventId)) {
           approved.add(ev.eventId);
@@ -282,13 +290,40 @@ describe.sequential('built-in scenarios against the real shipper (scope self)', 
     if (name === 'other-vms') expect(history.length).toBeGreaterThan(0);
   });
 
+  it('reschedule, with IMDS faults between every change (410, 429, 500, malformed, truncated, dropped, slow)', async () => {
+    const faults = [
+      { kind: 'status', status: 410, count: 2 },
+      { kind: 'status', status: 429 },
+      { kind: 'status', status: 500 },
+      { kind: 'malformed' },
+      { kind: 'wrong-shape' },
+      { kind: 'truncated' },
+      { kind: 'drop' },
+      { kind: 'latency', ms: 300 },
+    ];
+    let round = 0;
+    const history = await drive('reschedule', [], async () => {
+      // Armed over the control API, as a user's test would; one or two kinds per round.
+      for (const f of [faults[round % faults.length], faults[(round + 3) % faults.length]]) {
+        const res = await http(`${emu.url}/_emulator/faults`, { method: 'POST', body: JSON.stringify(f) });
+        expect(res.status).toBe(200);
+      }
+      round += 1;
+      await waitFor('the faults to be consumed', () => (emu.model.faults().length === 0 ? true : undefined));
+    });
+    expect(emu.requests().filter((r) => r.fault !== null).length).toBeGreaterThanOrEqual(8);
+    const got = await recordsFor(history, expectedFrom(history));
+    checkRecords(history, got, { redeploy: ['Scheduled', 'Rescheduled', 'Started', 'Completed'] });
+  });
+
   it('nothing else was shipped, and the shipper stops cleanly on SIGTERM', async () => {
     const known = new Set(emu.history().map((h) => h.eventId.toLowerCase()));
     expect(records.filter((r) => !known.has(r.eventId.toLowerCase()))).toEqual([]);
     expect(new Set(records.map((r) => r.recordId)).size).toBe(records.length);
     // freeze 3, reboot 3, redeploy 3, preempt 3, terminate 3, cancel 2, reschedule 4, overlap 6,
-    // hardware-failure 2, other-vms 0, idle 0, demo 17 (5 × 3 + the canceled Reboot's 2).
-    expect(records).toHaveLength(46);
+    // hardware-failure 2, other-vms 0, idle 0, demo 17 (5 × 3 + the canceled Reboot's 2), reschedule
+    // under faults 4.
+    expect(records).toHaveLength(50);
     shipper.kill('SIGTERM');
     expect(await exit, stderr).toBe(0);
   });
