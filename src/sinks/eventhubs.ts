@@ -38,7 +38,17 @@ const NON_RETRYABLE_CODES = new Set([
   'PublisherRevokedError',
 ]);
 
-function describeError(err: unknown): { code: string; message: string; retryable: boolean } {
+/**
+ * @azure/core-amqp's retry throws `AggregateError(errors)` (empty message, name `AggregateError`)
+ * when more than one attempt failed; the last attempt's error is the one that says why.
+ */
+function lastAttemptError(err: unknown): unknown {
+  if (err instanceof AggregateError && err.errors.length > 0) return lastAttemptError(err.errors.at(-1));
+  return err;
+}
+
+function describeError(thrown: unknown): { code: string; message: string; retryable: boolean } {
+  const err = lastAttemptError(thrown);
   const e = err as { code?: unknown; message?: unknown; retryable?: unknown; name?: unknown };
   const code = typeof e.code === 'string' ? e.code : typeof e.name === 'string' ? e.name : 'Error';
   const message = redactSecrets(typeof e.message === 'string' ? e.message : String(err));
