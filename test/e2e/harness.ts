@@ -54,12 +54,16 @@ export interface Stack {
 }
 
 export async function startStack(
-  opts: { hub?: EventHubsEmulatorOptions; seed?: string } = {},
+  opts: { hub?: EventHubsEmulatorOptions; seed?: string; hubStore?: boolean } = {},
 ): Promise<Stack> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first (npm test does)`);
   const tmp = mkdtempSync(join(tmpdir(), 'se-e2e-'));
   const imds = await startImdsEmulator({ seed: opts.seed ?? 'e2e', control: false });
-  const hub = await startEventHubsEmulator({ controlPort: false, ...opts.hub });
+  const hub = await startEventHubsEmulator({
+    controlPort: false,
+    ...(opts.hubStore ? { store: join(tmp, 'hub-store') } : {}),
+    ...opts.hub,
+  });
   const runs: CliRun[] = [];
   return {
     imds,
