@@ -197,6 +197,7 @@ export async function startImdsEmulator(options: ImdsEmulatorOptions = {}): Prom
   });
 
   const controlEnabled = options.control ?? true;
+  let boundToLoopback = true; // set from the real address once listening
   const logLimit = options.requestLogLimit ?? 10_000;
   const requestLog: RequestLogEntry[] = [];
   let seq = 0;
@@ -519,10 +520,18 @@ export async function startImdsEmulator(options: ImdsEmulatorOptions = {}): Prom
           return json(200, builtinScenarioSummaries());
         case 'POST /_emulator/scenario': {
           const body = (await bodyJson()) as Record<string, unknown>;
+          const name = String(body.name ?? '');
+          if (body.scenario === undefined && !isBuiltinScenario(name) && !boundToLoopback) {
+            // Reading files on behalf of a network client would let it probe the disk.
+            throw new ValidationError(
+              'body.name',
+              'scenario files load over the control API only when bound to loopback; send {"scenario": {…}} inline',
+            );
+          }
           const source =
             body.scenario !== undefined
               ? parseScenario(body.scenario, 'scenario')
-              : await resolveScenario(String(body.name ?? ''), terminateOpt);
+              : await resolveScenario(name, terminateOpt);
           const speedOpt = body.speed === undefined ? undefined : Number(body.speed);
           if (speedOpt !== undefined && !(speedOpt > 0))
             throw new ValidationError('speed', `must be > 0, got ${String(body.speed)}`);
@@ -683,7 +692,8 @@ export async function startImdsEmulator(options: ImdsEmulatorOptions = {}): Prom
   const urlHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const baseUrl = `http://${urlHost}:${address.port}`;
   logger?.info({ url: baseUrl, scenario: model.scenarioName, speed: model.speed }, 'imds emulator listening');
-  if (!isLoopback(address.address)) {
+  boundToLoopback = isLoopback(address.address);
+  if (!boundToLoopback) {
     logger?.warn(
       { host: address.address, control: controlEnabled },
       'imds emulator reachable from the network: anyone who can reach it can read the VM identity and drive the control API',
