@@ -34,7 +34,8 @@ async function connectWithToken(
   const status = await new Promise<number>((resolve, reject) => {
     const receiver = conn.open_receiver({ source: { address: '$cbs' }, name: replyTo });
     receiver.on('message', (ctx: EventContext) => {
-      resolve(Number((ctx.message?.application_properties as Record<string, unknown>)['status-code']));
+      const props = (ctx.message?.application_properties ?? {}) as Record<string, unknown>;
+      resolve(Number(props['status-code']));
     });
     const sender = conn.open_sender({ target: { address: '$cbs' } });
     sender.once('sendable', () => {
@@ -74,7 +75,10 @@ function sendOne(conn: Connection, address: string, body: Buffer | string, parti
       }),
     );
     sender.once('sender_close', (ctx: EventContext) =>
-      resolve({ outcome: 'detached', condition: ctx.sender?.error?.condition as string }),
+      resolve({
+        outcome: 'detached',
+        condition: (ctx.sender?.error as { condition?: string } | undefined)?.condition,
+      }),
     );
     setTimeout(() => reject(new Error('no outcome')), 5_000);
   });
