@@ -4,16 +4,18 @@
 # `set -- <arguments>`), by cloud-init, or by hand. Idempotent: rerunning upgrades in place.
 #
 #   install.sh --eventhubs-namespace NS.servicebus.windows.net --eventhub NAME --client-id GUID
-#              [--package NPM_SPEC | --bundle PATH_OR_URL] [--node nodejs.org|distro]
-#              [--node-version X.Y.Z] [--state-dir DIR] [--scope self|all]
+#              [--package NPM_SPEC | --bundle PATH_OR_URL] [--node auto|nodejs.org|distro]
+#              [--node-version X.Y.Z] [--node-dist-url URL] [--state-dir DIR] [--scope self|all]
 #              [--heartbeat-interval SECONDS] [--log-level LEVEL] [--health-port PORT]
 #              [--root DIR] [--no-start]
 #
-# Node.js: an installed `node` >= 20.19 is used as is. Otherwise --node nodejs.org (default)
-# downloads the pinned official binary tarball from nodejs.org, verifies it against the release's
-# SHASUMS256.txt and unpacks it privately into /opt/se-shipper/node (nothing system-wide changes);
-# --node distro installs the distribution's nodejs package and fails if it is older than 20.19
-# (true of Ubuntu 22.04/24.04 and Debian 12 at the time of writing, hence not the default).
+# Node.js: --node auto (default) uses an installed `node` >= 20.19 as is, and otherwise does what
+# --node nodejs.org does: download the pinned official binary tarball (--node-version) from
+# nodejs.org (or a mirror: --node-dist-url, same layout), verify it against the release's
+# SHASUMS256.txt and unpack it privately into /opt/se-shipper/node (nothing system-wide changes;
+# the service keeps its runtime when the system's node changes). --node distro installs the
+# distribution's nodejs package and fails if it is older than 20.19 (true of Ubuntu 22.04/24.04
+# and Debian 12 at the time of writing, hence not the default).
 #
 # The shipper: --package (default scheduled-events-shipper@<version>) is anything `npm install`
 # accepts: a registry spec, an https URL or a local path of an `npm pack` tarball; it needs the npm
@@ -40,7 +42,7 @@ EVENTHUB=""
 CLIENT_ID=""
 PACKAGE="scheduled-events-shipper@${SHIPPER_VERSION_DEFAULT}"
 BUNDLE=""
-NODE_SOURCE="nodejs.org"
+NODE_SOURCE="auto"
 NODE_VERSION="$NODE_VERSION_DEFAULT"
 NODE_DIST_URL="${SE_INSTALL_NODE_DIST_URL:-https://nodejs.org/dist}"
 STATE_DIR="/var/lib/se-shipper"
@@ -73,6 +75,7 @@ while [ $# -gt 0 ]; do
   --bundle) BUNDLE="${2:?}"; shift 2 ;;
   --node) NODE_SOURCE="${2:?}"; shift 2 ;;
   --node-version) NODE_VERSION="${2:?}"; shift 2 ;;
+  --node-dist-url) NODE_DIST_URL="${2:?}"; shift 2 ;;
   --state-dir) STATE_DIR="${2:?}"; shift 2 ;;
   --scope) SCOPE="${2:?}"; shift 2 ;;
   --heartbeat-interval) HEARTBEAT="${2:?}"; shift 2 ;;
@@ -96,7 +99,8 @@ case "$NAMESPACE" in *[!A-Za-z0-9.-]*) die "--eventhubs-namespace must be a host
 case "$EVENTHUB" in *[!A-Za-z0-9._-]*) die "--eventhub has invalid characters: $EVENTHUB" ;; esac
 case "$CLIENT_ID" in *[!A-Fa-f0-9-]*) die "--client-id must be a GUID: $CLIENT_ID" ;; esac
 case "$SCOPE" in self | all) ;; *) die "--scope must be self or all" ;; esac
-case "$NODE_SOURCE" in nodejs.org | distro) ;; *) die "--node must be nodejs.org or distro" ;; esac
+case "$NODE_SOURCE" in auto | nodejs.org | distro) ;; *) die "--node must be auto, nodejs.org or distro" ;; esac
+case "$NODE_VERSION" in *[!0-9.]* | "") die "--node-version must be X.Y.Z" ;; esac
 case "$STATE_DIR" in /*) ;; *) die "--state-dir must be absolute" ;; esac
 case "$ROOT" in /*) ;; *) die "--root must be absolute" ;; esac
 ROOT="${ROOT%/}"
@@ -115,9 +119,10 @@ node_ok() { # $1 = node binary; true when it runs and is >= 20.19
   [ "$major" -gt "$NODE_MIN_MAJOR" ] || { [ "$major" -eq "$NODE_MIN_MAJOR" ] && [ "$minor" -ge "$NODE_MIN_MINOR" ]; }
 }
 
-fetch() { # $1 = URL, $2 = output file
+fetch() { # $1 = URL, $2 = output file; https (or file:// for local mirrors) only
+  case "$1" in https://* | file:///*) ;; *) die "refusing to download over anything but https: $1" ;; esac
   if command -v curl >/dev/null 2>&1; then
-    curl --fail --silent --show-error --location --retry 5 --retry-delay 3 --proto '=https' -o "$2" "$1"
+    curl --fail --silent --show-error --location --retry 5 --retry-delay 3 --proto '=https,file' --proto-redir '=https' -o "$2" "$1"
   elif command -v wget >/dev/null 2>&1; then
     wget -q --tries=5 -O "$2" "$1"
   else
@@ -174,7 +179,7 @@ existing="$(command -v node || true)"
 [ -z "$existing" ] || existing="$(readlink -f "$existing")"
 # A node under /home or /root (nvm, ...) would be hidden from the service by ProtectHome=yes.
 case "$existing" in /home/* | /root/*) existing="" ;; esac
-if [ -n "$existing" ] && node_ok "$existing"; then
+if [ "$NODE_SOURCE" = auto ] && [ -n "$existing" ] && node_ok "$existing"; then
   NODE_BIN="$existing"
   log "using installed Node.js $("$NODE_BIN" -v) at $NODE_BIN"
 elif [ "$NODE_SOURCE" = distro ]; then

@@ -6,6 +6,7 @@
  * accept the unit. Needs root (chown, useradd --prefix) and Linux; skipped otherwise.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import {
   existsSync,
   lstatSync,
@@ -14,6 +15,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -81,7 +83,8 @@ async function extensionScript(bundle: string): Promise<string> {
     eventHubsNamespaceFqdn: NAMESPACE,
     eventHubName: HUB,
     identityClientId: CLIENT_ID,
-    nodeSource: 'nodejs.org',
+    nodeSource: 'auto',
+    nodeDistUrl: 'https://nodejs.org/dist',
     packageArg: `--bundle '${bundle}'`,
   });
   return bicepString(scriptNode.text, {
@@ -245,6 +248,61 @@ describe.skipIf(!isRoot || !hasBuild)('deploy/install.sh into a temporary root',
     expect(r2.stderr).toContain('--client-id must be a GUID');
     expect(existsSync(join(base, 'never'))).toBe(false);
   });
+
+  it('--node nodejs.org: downloads, checks SHASUMS256.txt, unpacks a private runtime; refuses a bad checksum', () => {
+    // A local mirror with the nodejs.org layout; its "runtime" links to the node running this test.
+    const version = process.versions.node;
+    const arch = process.arch === 'arm64' ? 'arm64' : 'x64';
+    const name = `node-v${version}-linux-${arch}`;
+    const dist = join(base, 'dist');
+    const stage = join(base, 'stage');
+    mkdirSync(join(stage, name, 'bin'), { recursive: true });
+    symlinkSync(process.execPath, join(stage, name, 'bin', 'node'));
+    mkdirSync(join(dist, `v${version}`), { recursive: true });
+    const tarball = join(dist, `v${version}`, `${name}.tar.xz`);
+    execFileSync('tar', ['-cJf', tarball, '-C', stage, name]);
+    const sha = createHash('sha256').update(readFileSync(tarball)).digest('hex');
+    const sums = join(dist, `v${version}`, 'SHASUMS256.txt');
+    writeFileSync(sums, `${'0'.repeat(64)}  node-v${version}-darwin-x64.tar.gz\n${sha}  ${name}.tar.xz\n`);
+
+    const root2 = makeRoot(join(base, 'r2'));
+    const install = (extra: string[] = []) =>
+      spawnSync(
+        'bash',
+        [
+          join(repo, 'deploy', 'install.sh'),
+          ...['--eventhubs-namespace', NAMESPACE, '--eventhub', HUB, '--client-id', CLIENT_ID],
+          ...['--bundle', bundle, '--node', 'nodejs.org', '--node-version', version],
+          ...['--node-dist-url', `file://${dist}`, '--root', root2, '--no-start', ...extra],
+        ],
+        { encoding: 'utf8', timeout: 120_000 },
+      );
+    const ok = install();
+    expect(ok.status, ok.stderr).toBe(0);
+    expect(ok.stderr).toContain(`downloading Node.js v${version}`);
+    const privateNode = join(root2, 'opt', 'se-shipper', 'node', 'bin', 'node');
+    expect(lstatSync(privateNode).isSymbolicLink()).toBe(true);
+    const unit = readFileSync(join(root2, 'etc', 'systemd', 'system', 'se-shipper.service'), 'utf8');
+    expect(unit).toContain('\nExecStart=/opt/se-shipper/node/bin/node /opt/se-shipper/lib/node_modules/');
+
+    // Same version already unpacked: reused, no download (so a bad checksum file is not even read).
+    writeFileSync(sums, `${'f'.repeat(64)}  ${name}.tar.xz\n`);
+    const again = install();
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stderr).not.toContain('downloading');
+
+    // Fresh download against a wrong checksum: refused, the runtime is not installed.
+    rmSync(join(root2, 'opt', 'se-shipper', 'node'), { recursive: true });
+    const bad = install();
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toContain('checksum mismatch');
+    expect(existsSync(privateNode)).toBe(false);
+
+    // Only https (or a local file:// mirror) is accepted.
+    const http = install(['--node-dist-url', 'http://nodejs.org/dist']);
+    expect(http.status).not.toBe(0);
+    expect(http.stderr).toContain('refusing to download over anything but https');
+  }, 240_000);
 
   it('uninstall.sh keeps the state by default and removes everything with --purge', () => {
     const uninstall = join(repo, 'deploy', 'uninstall.sh');

@@ -23,12 +23,16 @@ param shipperPackage string = 'scheduled-events-shipper@0.1.0'
 @secure()
 param shipperBundleUrl string = ''
 
-@description('Where Node.js comes from if node >= 20.19 is not installed: nodejs.org (pinned official tarball, checksum-verified) or distro (the distribution package, must be >= 20.19).')
+@description('Node.js runtime: auto (an installed node >= 20.19, else the pinned official nodejs.org tarball, checksum-verified, private to the shipper), nodejs.org (always the private pinned runtime) or distro (the distribution package; must be >= 20.19).')
 @allowed([
+  'auto'
   'nodejs.org'
   'distro'
 ])
-param nodeSource string = 'nodejs.org'
+param nodeSource string = 'auto'
+
+@description('Where the Node.js tarballs are downloaded from (nodejs.org or a mirror with the same layout, e.g. a blob container).')
+param nodeDistUrl string = 'https://nodejs.org/dist'
 
 @description('Change to rerun the script on the next deployment (e.g. utcNow()).')
 param forceUpdateTag string = ''
@@ -37,7 +41,7 @@ param forceUpdateTag string = ''
 // it decodes deploy/install.sh (a bash script) to a temporary file and runs it with bash and the
 // arguments below (values single-quoted).
 var packageArg = empty(shipperBundleUrl) ? '--package \'${shipperPackage}\'' : '--bundle \'${shipperBundleUrl}\''
-var installArgs = '--eventhubs-namespace \'${eventHubsNamespaceFqdn}\' --eventhub \'${eventHubName}\' --client-id \'${identityClientId}\' --node \'${nodeSource}\' ${packageArg}'
+var installArgs = '--eventhubs-namespace \'${eventHubsNamespaceFqdn}\' --eventhub \'${eventHubName}\' --client-id \'${identityClientId}\' --node \'${nodeSource}\' --node-dist-url \'${nodeDistUrl}\' ${packageArg}'
 var installScript = '#!/bin/sh\nf="$(mktemp)" || exit 1\necho \'${loadFileAsBase64('../../../deploy/install.sh')}\' | base64 -d > "$f" || exit 1\n/bin/bash "$f" ${installArgs}\nrc=$?\nrm -f "$f"\nexit $rc\n'
 
 resource vm 'Microsoft.Compute/virtualMachines@2024-11-01' existing = {
