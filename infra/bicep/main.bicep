@@ -214,7 +214,6 @@ module shipperVms 'modules/shipper-vm.bicep' = [
     name: 'se-shipper-vm-${vmName}'
     params: {
       vmName: vmName
-      location: location
       eventHubsNamespaceFqdn: eventHubs.outputs.namespaceFqdn
       eventHubName: eventHubs.outputs.eventHubName
       identityClientId: identity.outputs.clientId

@@ -64,11 +64,9 @@ resource newWorkspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = if
   }
 }
 
+// The workspace, whether created above or pre-existing (ordering: the table depends on newWorkspace).
 resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' existing = {
   name: workspaceName
-  dependsOn: [
-    newWorkspace
-  ]
 }
 
 resource table 'Microsoft.OperationalInsights/workspaces/tables@2023-09-01' = {
@@ -83,6 +81,9 @@ resource table 'Microsoft.OperationalInsights/workspaces/tables@2023-09-01' = {
       columns: loadJsonContent('../generated/loganalytics-columns.json')
     }
   }
+  dependsOn: [
+    newWorkspace
+  ]
 }
 
 resource endpoint 'Microsoft.Insights/dataCollectionEndpoints@2023-03-11' = if (enableEventHubIngestion) {

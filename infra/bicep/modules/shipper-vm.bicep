@@ -4,9 +4,6 @@
 @description('Name of the existing VM (this resource group).')
 param vmName string
 
-@description('Region of the VM.')
-param location string = resourceGroup().location
-
 @description('Event Hubs namespace host name, e.g. contoso-se.servicebus.windows.net.')
 param eventHubsNamespaceFqdn string
 
@@ -51,7 +48,7 @@ resource vm 'Microsoft.Compute/virtualMachines@2024-11-01' existing = {
 resource shipper 'Microsoft.Compute/virtualMachines/extensions@2024-11-01' = {
   parent: vm
   name: 'se-shipper'
-  location: location
+  location: vm.location
   properties: {
     publisher: 'Microsoft.Azure.Extensions'
     type: 'CustomScript'
