@@ -22,6 +22,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { envNameOf, SHIPPER_OPTIONS } from '../../src/config/options.js';
 import { declarations, parseBicep, stringValue } from './bicep.js';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -171,6 +172,14 @@ describe.skipIf(!isRoot || !hasBuild)('deploy/install.sh into a temporary root',
     expect(env).toContain(`SE_SHIPPER_MANAGED_IDENTITY_CLIENT_ID=${CLIENT_ID}\n`);
     expect(env).toContain('SE_SHIPPER_STATE_DIR=/var/lib/se-shipper\n');
     expect(statSync(file).mode & 0o777).toBe(0o640);
+    // Every variable is one the shipper reads (its options, env name SE_SHIPPER_<KEY>).
+    const known = new Set(SHIPPER_OPTIONS.map((o) => envNameOf(o.key)));
+    const written = env
+      .split('\n')
+      .filter((l) => /^[A-Z_]+=/.test(l))
+      .map((l) => l.slice(0, l.indexOf('=')));
+    expect(written.length).toBeGreaterThanOrEqual(8);
+    for (const name of written) expect(known, name).toContain(name);
   });
 
   it('installs the code root-owned, with a se-shipper link, and its dependencies load', () => {
