@@ -110,6 +110,26 @@ function durationOf(d: number): number {
   return Number.isInteger(d) && d >= -1 ? d : -1;
 }
 
+/** The identity columns, copied field by field so that nothing else from the inputs leaks into a record. */
+function identityFields(id: VmIdentity, shipper: ShipperIdentity): VmIdentity & ShipperIdentity {
+  return {
+    vmName: id.vmName,
+    vmId: id.vmId,
+    vmResourceId: id.vmResourceId,
+    subscriptionId: id.subscriptionId,
+    resourceGroup: id.resourceGroup,
+    location: id.location,
+    zone: id.zone,
+    vmSize: id.vmSize,
+    priority: id.priority,
+    osType: id.osType,
+    vmScaleSetName: id.vmScaleSetName,
+    vmInstanceId: id.vmInstanceId,
+    hostname: shipper.hostname,
+    shipperVersion: shipper.shipperVersion,
+  };
+}
+
 export function buildLifecycleRecord(
   t: Transition,
   vm: VmIdentity | null,
@@ -144,20 +164,7 @@ export function buildLifecycleRecord(
     notBefore: t.notBefore,
     durationInSeconds: durationOf(e.DurationInSeconds),
     documentIncarnation: t.documentIncarnation,
-    vmName: id.vmName,
-    vmId: id.vmId,
-    vmResourceId: id.vmResourceId,
-    subscriptionId: id.subscriptionId,
-    resourceGroup: id.resourceGroup,
-    location: id.location,
-    zone: id.zone,
-    vmSize: id.vmSize,
-    priority: id.priority,
-    osType: id.osType,
-    vmScaleSetName: id.vmScaleSetName,
-    vmInstanceId: id.vmInstanceId,
-    hostname: shipper.hostname,
-    shipperVersion: shipper.shipperVersion,
+    ...identityFields(id, shipper),
   };
 }
 
@@ -185,20 +192,7 @@ export function buildHeartbeatRecord(
     recordId: hash128(['heartbeat', vmKey({ ...id, hostname: shipper.hostname }), observed]),
     phase: '',
     observedAt: observed,
-    vmName: id.vmName,
-    vmId: id.vmId,
-    vmResourceId: id.vmResourceId,
-    subscriptionId: id.subscriptionId,
-    resourceGroup: id.resourceGroup,
-    location: id.location,
-    zone: id.zone,
-    vmSize: id.vmSize,
-    priority: id.priority,
-    osType: id.osType,
-    vmScaleSetName: id.vmScaleSetName,
-    vmInstanceId: id.vmInstanceId,
-    hostname: shipper.hostname,
-    shipperVersion: shipper.shipperVersion,
+    ...identityFields(id, shipper),
     activeEvents: Math.trunc(counters.activeEvents),
     spoolDepth: Math.trunc(counters.spoolDepth),
     pollsOk: Math.trunc(counters.pollsOk),

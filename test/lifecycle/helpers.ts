@@ -1,8 +1,5 @@
 /** Shared builders for the lifecycle tests: IMDS documents, a pipeline-like harness, schema checks. */
 import { readFileSync } from 'node:fs';
-import { Ajv2020 } from 'ajv/dist/2020.js';
-import addFormatsModule from 'ajv-formats';
-import { expect } from 'vitest';
 import type { ScheduledEvent, ScheduledEventsDocument } from '../../src/imds/types.js';
 import { EmittedKeys, emittedKeyOf } from '../../src/lifecycle/emitted-keys.js';
 import { buildLifecycleRecord } from '../../src/lifecycle/enrich.js';
@@ -18,6 +15,7 @@ import {
   observeDocument,
   type TrackerState,
 } from '../../src/lifecycle/tracker.js';
+import { assertValidRecord } from '../fixtures/record-schema.js';
 
 export const GAP_MS = 10_000;
 export const T0 = Date.UTC(2022, 3, 11, 22, 10, 0);
@@ -85,24 +83,13 @@ export const VM: VmIdentity = {
   vmInstanceId: '0',
 };
 
-// ajv-formats is CommonJS with a default export; under NodeNext the default import is the module.
-const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ??
-  addFormatsModule) as unknown as (ajv: Ajv2020) => Ajv2020;
-
 export const committedSchema: unknown = JSON.parse(
   readFileSync(new URL('../../schema/record.v1.schema.json', import.meta.url), 'utf8'),
 );
 
-const ajv = new Ajv2020({ allErrors: true, strict: true });
-addFormats(ajv);
-const validate = ajv.compile(committedSchema as object);
-
-/** Asserts that a record is valid against the committed JSON Schema. */
+/** Asserts that a record is valid against the committed JSON Schema, as it goes on the wire. */
 export function expectValidRecord(record: ShipperRecord): void {
-  // A JSON round trip: what is validated is what goes on the wire.
-  const ok = validate(JSON.parse(JSON.stringify(record)));
-  expect(validate.errors ?? [], JSON.stringify(record)).toEqual([]);
-  expect(ok).toBe(true);
+  assertValidRecord(JSON.parse(JSON.stringify(record)));
 }
 
 /**
