@@ -497,6 +497,10 @@ export class EventHubsEmulatorServer {
   private forgetLink(link: Sender | Receiver): void {
     const role = this.roles.get(link);
     if (role?.kind === 'consumer') role.consumer.partition.consumers.delete(role.consumer);
+    if (role?.kind === 'producer' && this.hung.length > 0) {
+      this.hung = this.hung.filter((d) => d.link !== link);
+      this.faults.hungDeliveries = this.hung.length;
+    }
     this.roles.delete(link);
   }
 
