@@ -27,10 +27,26 @@ export interface EmittedKeysOptions {
   now?: () => number;
 }
 
-/** The dedup key of a transition. Rescheduled includes the new notBefore (or '' for none). */
+/**
+ * What distinguishes one Rescheduled of an event from another: the new NotBefore, Resources
+ * (order- and case-insensitive) and duration. Two reschedules that differ only in Resources are
+ * two transitions, so both are shipped; the same reschedule seen twice is one.
+ */
+export function rescheduleVariant(
+  notBefore: string | null,
+  resources: readonly string[],
+  durationInSeconds: number,
+): string {
+  const names = resources.map((r) => r.toLowerCase()).sort();
+  return `${notBefore ?? ''}|${names.join(',')}|${durationInSeconds}`;
+}
+
+/** The dedup key of a transition. Rescheduled includes what was rescheduled (see rescheduleVariant). */
 export function emittedKeyOf(t: Pick<Transition, 'event' | 'phase' | 'notBefore'>): string {
   const id = t.event.EventId.toLowerCase();
-  return t.phase === 'Rescheduled' ? `${id}|Rescheduled|${t.notBefore ?? ''}` : `${id}|${t.phase}`;
+  return t.phase === 'Rescheduled'
+    ? `${id}|Rescheduled|${rescheduleVariant(t.notBefore, t.event.Resources, t.event.DurationInSeconds)}`
+    : `${id}|${t.phase}`;
 }
 
 export class EmittedKeys {

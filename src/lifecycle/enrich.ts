@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { InstanceCompute } from '../imds/types.js';
+import { rescheduleVariant } from './emitted-keys.js';
 import {
   EMPTY_VM_IDENTITY,
   type HeartbeatRecord,
@@ -78,6 +79,9 @@ export interface RecordIdParts {
   eventId: string;
   phase: LifecyclePhase;
   notBefore: string | null;
+  /** For Rescheduled: the event's Resources and duration after the change (see rescheduleVariant). */
+  resources?: readonly string[];
+  durationInSeconds?: number;
 }
 
 /** Which VM a record is about, for ids: vmId, else the resource id, else the host name. */
@@ -102,7 +106,9 @@ export function computeRecordId(p: RecordIdParts): string {
     vmKey(p),
     p.eventId.toLowerCase(),
     p.phase,
-    p.phase === 'Rescheduled' ? (p.notBefore ?? '') : '',
+    p.phase === 'Rescheduled'
+      ? rescheduleVariant(p.notBefore, p.resources ?? [], p.durationInSeconds ?? -1)
+      : '',
   ]);
 }
 
@@ -148,6 +154,8 @@ export function buildLifecycleRecord(
       eventId: e.EventId,
       phase: t.phase,
       notBefore: t.notBefore,
+      resources: e.Resources,
+      durationInSeconds: e.DurationInSeconds,
     }),
     phase: t.phase,
     inferred: t.inferred,

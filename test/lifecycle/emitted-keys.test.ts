@@ -5,16 +5,36 @@ import { doc, ev, Harness, T0 } from './helpers.js';
 const DAY = 24 * 3600 * 1000;
 
 describe('emittedKeyOf', () => {
-  it('is (eventId lower-cased, phase), plus notBefore for Rescheduled', () => {
+  it('is (eventId lower-cased, phase), plus what was rescheduled for Rescheduled', () => {
     const e = ev({ EventId: 'AbC' });
     expect(emittedKeyOf({ event: e, phase: 'Scheduled', notBefore: '2022-04-11T22:26:58.000Z' })).toBe(
       'abc|Scheduled',
     );
     expect(emittedKeyOf({ event: e, phase: 'Started', notBefore: null })).toBe('abc|Started');
     expect(emittedKeyOf({ event: e, phase: 'Rescheduled', notBefore: '2022-04-11T22:26:58.000Z' })).toBe(
-      'abc|Rescheduled|2022-04-11T22:26:58.000Z',
+      'abc|Rescheduled|2022-04-11T22:26:58.000Z|westno_0,westno_1|5',
     );
-    expect(emittedKeyOf({ event: e, phase: 'Rescheduled', notBefore: null })).toBe('abc|Rescheduled|');
+    expect(emittedKeyOf({ event: e, phase: 'Rescheduled', notBefore: null })).toBe(
+      'abc|Rescheduled||westno_0,westno_1|5',
+    );
+  });
+
+  it('tells two reschedules apart that change only Resources, and ignores their order and case', () => {
+    const t = (resources: string[]) =>
+      emittedKeyOf({ event: ev({ Resources: resources }), phase: 'Rescheduled', notBefore: null });
+    expect(t(['WestNO_0'])).not.toBe(t(['WestNO_0', 'WestNO_2']));
+    expect(t(['WestNO_2', 'westno_0'])).toBe(t(['westno_0', 'WESTNO_2']));
+  });
+});
+
+describe('Rescheduled twice by Resources alone', () => {
+  it('ships both, with different recordIds', () => {
+    const h = new Harness();
+    h.feed(doc(1, ev()), T0);
+    h.feed(doc(2, ev({ Resources: ['WestNO_0'] })), T0 + 1000);
+    h.feed(doc(3, ev({ Resources: ['WestNO_0', 'WestNO_2'] })), T0 + 2000);
+    expect(h.records.map((r) => r.phase)).toEqual(['Scheduled', 'Rescheduled', 'Rescheduled']);
+    expect(h.records[1]?.recordId).not.toBe(h.records[2]?.recordId);
   });
 });
 

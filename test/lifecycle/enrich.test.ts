@@ -197,6 +197,8 @@ describe('buildLifecycleRecord', () => {
           eventId: r.eventId,
           phase,
           notBefore: r.notBefore,
+          resources: r.resources,
+          durationInSeconds: r.durationInSeconds,
         }),
       );
     },
