@@ -177,6 +177,13 @@ export async function startControlServer(
   };
 
   const server: Server = createServer((req, res) => {
+    // Loopback only, and only under a loopback name: a web page cannot reach this API through
+    // DNS rebinding (its requests would carry the attacker's host name).
+    const host = (req.headers.host ?? '').replace(/:\d+$/, '').toLowerCase();
+    if (host !== '' && host !== '127.0.0.1' && host !== 'localhost') {
+      send(res, 403, { error: 'the control API only answers to 127.0.0.1 or localhost' });
+      return;
+    }
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     const method = req.method ?? 'GET';
     route(method, url.pathname.replace(/\/+$/, '') || '/', url.searchParams, req)

@@ -761,14 +761,14 @@ export class EventHubsEmulatorServer {
         link,
         conn,
         'amqp:not-found',
-        `The consumer group '${m[2]}' does not exist in '${hub.name}'.`,
+        `The messaging entity '${hub.name}/ConsumerGroups/${m[2]}' could not be found.`,
       );
     const partition = hub.partitions.find((p) => p.id === m[3]);
     if (!partition) {
       return this.refuse(
         link,
         conn,
-        'amqp:not-found',
+        'com.microsoft:argument-out-of-range',
         `The partition '${m[3]}' does not exist in '${hub.name}'.`,
       );
     }
@@ -873,7 +873,7 @@ export class EventHubsEmulatorServer {
         return this.refuse(
           link,
           conn,
-          'amqp:not-found',
+          'com.microsoft:argument-out-of-range',
           `The partition '${m[2]}' does not exist in '${hub.name}'.`,
         );
     }

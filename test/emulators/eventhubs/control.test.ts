@@ -3,6 +3,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { request } from 'node:http';
 import { createInterface } from 'node:readline';
 import { EventHubProducerClient } from '@azure/event-hubs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -48,6 +49,15 @@ describe('control API', () => {
       ['h2', 2],
     ]);
     expect((await call(base, 'GET', '/nope')).status).toBe(404);
+    const rebound = await new Promise<number>((resolve, reject) => {
+      const req = request(`${base}/state`, { headers: { host: 'evil.example:80' } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(rebound).toBe(403);
     expect((await call(base, 'POST', '/faults/server-busy', { count: -1 })).status).toBe(400);
   });
 

@@ -58,7 +58,9 @@ describe('Event Hubs emulator with @azure/event-hubs', () => {
     expect(after.lastEnqueuedOffset).toBe(last?.offset);
     expect(after.lastEnqueuedOnUtc.getTime()).toBe(last?.enqueuedTimeUtc.getTime());
     const err = await errorOf(p.getPartitionProperties('7'));
-    expect(err.message).toMatch(/partition/i);
+    expect(err.code).toBe('ArgumentOutOfRangeError');
+    const send = await errorOf(p.sendBatch([{ body: 'x' }], { partitionId: '7' }));
+    expect(send.code).toBe('ArgumentOutOfRangeError');
   });
 
   it('stores single events and batches, with partition ids and partition keys', async () => {
@@ -160,10 +162,20 @@ describe('Event Hubs emulator with @azure/event-hubs', () => {
       retryOptions: fastRetry,
     });
     clients.push(unknownGroup);
-    const err = await errorOf(
-      readPartition(unknownGroup, '0', earliestEventPosition, 1, { timeoutMs: 3_000 }),
-    );
-    expect(err.message).toMatch(/read 0\/1/);
+    const failure = new Promise<{ code?: string }>((resolve) => {
+      const sub = unknownGroup.subscribe(
+        '0',
+        {
+          processEvents: async () => {},
+          processError: async (err) => {
+            resolve(err as { code?: string });
+            void sub.close();
+          },
+        },
+        { startPosition: earliestEventPosition },
+      );
+    });
+    expect((await failure).code).toBe('MessagingEntityNotFoundError');
   });
 
   it('respects credit: a consumer with a small batch size still gets everything, in order', async () => {
