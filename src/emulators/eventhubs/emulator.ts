@@ -152,7 +152,11 @@ interface ConsumerState {
   consumerGroup: string;
   epoch?: number;
   next: number;
+  /** The receiver asked for last-enqueued-event info on every delivery (trackLastEnqueuedEventProperties). */
+  runtimeMetric: boolean;
 }
+
+const RUNTIME_METRIC = 'com.microsoft:enable-receiver-runtime-metric';
 
 interface PartitionState {
   id: string;
@@ -818,6 +822,11 @@ export class EventHubsEmulatorServer {
     } catch (err) {
       return this.refuse(link, conn, 'com.microsoft:argument-error', (err as Error).message);
     }
+    const desired = link.desired_capabilities as unknown;
+    const runtimeMetric = (Array.isArray(desired) ? desired : [desired]).some(
+      (c) => toText(c) === RUNTIME_METRIC,
+    );
+    if (runtimeMetric) localAttach(link).offered_capabilities = [RUNTIME_METRIC];
     const consumer: ConsumerState = {
       link,
       conn,
@@ -825,6 +834,7 @@ export class EventHubsEmulatorServer {
       consumerGroup: cg,
       ...(epoch !== undefined ? { epoch } : {}),
       next,
+      runtimeMetric,
     };
     partition.consumers.add(consumer);
     this.roles.set(link, { kind: 'consumer', consumer });
@@ -884,6 +894,17 @@ export class EventHubsEmulatorServer {
         conn,
         'amqp:unauthorized-access',
         `Unauthorized access to '${path}': put a valid token on $cbs first.`,
+      );
+    }
+    const wants = link.desired_capabilities as unknown;
+    if (
+      (Array.isArray(wants) ? wants : [wants]).some((c) => toText(c) === 'com.microsoft:idempotent-producer')
+    ) {
+      return this.refuse(
+        link,
+        conn,
+        'amqp:not-implemented',
+        'The emulator does not support idempotent producers (enableIdempotentRetries).',
       );
     }
     localAttach(link).max_message_size = this.maxMessageSize;
@@ -1178,7 +1199,7 @@ export class EventHubsEmulatorServer {
     if (!this.roles.has(link) || !link.is_open()) return;
     while (c.next < log.length && link.sendable()) {
       const e = log.events[c.next] as StoredEvent;
-      link.send(deliveryPayload(e), undefined, 0);
+      link.send(c.runtimeMetric ? withRuntimeInfo(e, log) : deliveryPayload(e), undefined, 0);
       c.next++;
       this.stats.eventsDelivered++;
     }
@@ -1215,6 +1236,19 @@ function deliveryPayload(e: StoredEvent): Buffer {
   const buf = rheaMessage.encode(msg);
   deliveryCache.set(e, buf);
   return buf;
+}
+
+/** The delivery plus the delivery annotations a runtime-metric receiver expects (last enqueued event). */
+function withRuntimeInfo(e: StoredEvent, log: PartitionLog): Buffer {
+  const last = log.events[log.length - 1] as StoredEvent;
+  const msg = rheaMessage.decode(deliveryPayload(e));
+  msg.delivery_annotations = {
+    last_enqueued_sequence_number: types.wrap_long(last.sequenceNumber),
+    last_enqueued_offset: last.offset,
+    last_enqueued_time_utc: types.wrap_timestamp(last.enqueuedTimeMs),
+    runtime_info_retrieval_time_utc: types.wrap_timestamp(Date.now()),
+  };
+  return rheaMessage.encode(msg);
 }
 
 function toEmulatorEvent(e: StoredEvent): EmulatorEvent {

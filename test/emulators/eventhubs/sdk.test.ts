@@ -5,6 +5,7 @@ import {
   EventHubConsumerClient,
   EventHubProducerClient,
   earliestEventPosition,
+  type LastEnqueuedEventProperties,
   latestEventPosition,
   type ReceivedEventData,
 } from '@azure/event-hubs';
@@ -188,6 +189,37 @@ describe('Event Hubs emulator with @azure/event-hubs', () => {
     const c = consumer();
     const got = await readPartition(c, '1', earliestEventPosition, stored.length, { maxBatchSize: 7 });
     expect(got.map((e) => e.sequenceNumber)).toEqual(stored.map((e) => e.sequenceNumber));
+  });
+
+  it('reports last enqueued event properties to a consumer that tracks them', async () => {
+    const p = producer();
+    await p.sendBatch([{ body: 't1' }, { body: 't2' }], { partitionId: '1' });
+    const last = hub.events(undefined, '1').at(-1) as EmulatorEvent;
+    const c = consumer();
+    const tracked = await new Promise<LastEnqueuedEventProperties>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('no events')), 10_000);
+      const sub = c.subscribe(
+        '1',
+        {
+          processEvents: async (events, context) => {
+            if (events.length === 0) return;
+            clearTimeout(timer);
+            resolve({ ...context.lastEnqueuedEventProperties });
+            await sub.close();
+          },
+          processError: async () => {},
+        },
+        {
+          startPosition: earliestEventPosition,
+          trackLastEnqueuedEventProperties: true,
+          maxWaitTimeInSeconds: 1,
+        },
+      );
+    });
+    expect(tracked.sequenceNumber).toBe(last.sequenceNumber);
+    expect(tracked.offset).toBe(last.offset);
+    expect(tracked.enqueuedOn?.getTime()).toBe(last.enqueuedTimeUtc.getTime());
+    expect(tracked.retrievedOn).toBeInstanceOf(Date);
   });
 
   it('hands a partition to the higher epoch (owner level) and disconnects the older reader', async () => {
