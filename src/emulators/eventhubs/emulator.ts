@@ -358,24 +358,44 @@ export class EventHubsEmulatorServer {
     return this.listening;
   }
 
-  async listen(): Promise<void> {
-    if (this.listening) return;
+  /** Starts (or resumes) listening on the same port(s) as before; concurrent calls share one attempt. */
+  listen(): Promise<void> {
+    if (this.listening) return Promise.resolve();
     if (this.reopenTimer) clearTimeout(this.reopenTimer);
     this.reopenTimer = undefined;
+    this.starting ??= this.doListen().finally(() => {
+      this.starting = undefined;
+    });
+    return this.starting;
+  }
+  private starting: Promise<void> | undefined;
+
+  private async doListen(): Promise<void> {
+    try {
+      await this.bindAll();
+    } catch (err) {
+      const servers = this.servers;
+      this.servers = [];
+      for (const s of servers) s.close();
+      throw err;
+    }
+    this.listening = true;
+    this.faults.listening = true;
+  }
+
+  private async bindAll(): Promise<void> {
     const plain = createNetServer((socket) => this.onSocket(socket));
-    this.port = await this.bind(plain, this.port || this.options.port || 0);
     this.servers.push(plain);
+    this.port = await this.bind(plain, this.port || this.options.port || 0);
     if (this.options.tls) {
       const tlsServer = createTlsServer({ cert: this.options.tls.cert, key: this.options.tls.key });
       tlsServer.on('secureConnection', (socket) => this.onSocket(socket));
       tlsServer.on('tlsClientError', (err) =>
         this.log.debug({ err }, 'eventhubs emulator: TLS handshake failed'),
       );
-      this.tlsPort = await this.bind(tlsServer, this.tlsPort || this.options.tls.port || 0);
       this.servers.push(tlsServer);
+      this.tlsPort = await this.bind(tlsServer, this.tlsPort || this.options.tls.port || 0);
     }
-    this.listening = true;
-    this.faults.listening = true;
   }
 
   private bind(server: Server, port: number): Promise<number> {

@@ -109,7 +109,12 @@ export async function startEventHubsEmulator(
   const log: Logger = options.logger ?? createLogger({ level: 'silent' });
   const opts = { ...options, key, logger: log };
   let server = new EventHubsEmulatorServer(opts);
-  await server.listen();
+  try {
+    await server.listen();
+  } catch (err) {
+    await server.close();
+    throw err;
+  }
   let memoryHubs: EventHubsEmulatorServer['hubs'] | undefined;
 
   const restart = async (): Promise<void> => {
