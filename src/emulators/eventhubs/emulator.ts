@@ -126,6 +126,8 @@ export interface EmulatorStats {
   cbsAccepted: number;
   cbsRejected: number;
   eventsDelivered: number;
+  /** Consumer (receive) links attached right now. */
+  openConsumers: number;
 }
 
 type LinkRole =
@@ -275,6 +277,7 @@ export class EventHubsEmulatorServer {
     cbsAccepted: 0,
     cbsRejected: 0,
     eventsDelivered: 0,
+    openConsumers: 0,
   };
 
   constructor(private readonly options: EventHubsEmulatorOptions & { key: string }) {
@@ -518,9 +521,18 @@ export class EventHubsEmulatorServer {
     this.log.debug({ connection: state.id }, 'eventhubs emulator: connection closed');
   }
 
+  private countConsumers(): void {
+    let n = 0;
+    for (const hub of this.hubs.values()) for (const p of hub.partitions) n += p.consumers.size;
+    this.stats.openConsumers = n;
+  }
+
   private forgetLink(link: Sender | Receiver): void {
     const role = this.roles.get(link);
-    if (role?.kind === 'consumer') role.consumer.partition.consumers.delete(role.consumer);
+    if (role?.kind === 'consumer') {
+      role.consumer.partition.consumers.delete(role.consumer);
+      this.countConsumers();
+    }
     if (role?.kind === 'producer' && this.hung.length > 0) {
       this.hung = this.hung.filter((d) => d.link !== link);
       this.faults.hungDeliveries = this.hung.length;
@@ -825,6 +837,7 @@ export class EventHubsEmulatorServer {
     if (epoch !== undefined) {
       for (const old of same) {
         partition.consumers.delete(old);
+        this.countConsumers();
         this.roles.delete(old.link);
         old.conn.links.delete(old.link);
         old.link.close(
@@ -857,6 +870,7 @@ export class EventHubsEmulatorServer {
       runtimeMetric,
     };
     partition.consumers.add(consumer);
+    this.countConsumers();
     this.roles.set(link, { kind: 'consumer', consumer });
     if (epoch !== undefined) localAttach(link).properties = { 'com.microsoft:epoch': types.wrap_long(epoch) };
     this.log.debug(

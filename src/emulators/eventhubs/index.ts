@@ -145,7 +145,7 @@ export async function startEventHubsEmulator(
     }
     next.setAcceptDelay(faults.acceptDelayMs);
     // Counters describe the whole life of the handle, across restarts.
-    Object.assign(next.stats, server.stats, { openConnections: 0 });
+    Object.assign(next.stats, server.stats, { openConnections: 0, openConsumers: 0 });
     server = next;
     await server.listen();
     log.info({ port }, 'eventhubs emulator: restarted');

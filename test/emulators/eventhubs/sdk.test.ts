@@ -15,7 +15,7 @@ import {
   type EventHubsEmulator,
   startEventHubsEmulator,
 } from '../../../src/emulators/eventhubs/index.js';
-import { errorOf, fastRetry, readPartition } from './helpers.js';
+import { errorOf, fastRetry, readPartition, until } from './helpers.js';
 
 let hub: EventHubsEmulator;
 const clients: { close(): Promise<void> }[] = [];
@@ -155,7 +155,7 @@ describe('Event Hubs emulator with @azure/event-hubs', () => {
     const p = producer();
     const reading = readPartition(c, '0', latestEventPosition, 3);
     // wait until the link is attached before sending (latest = what arrives after the attach)
-    await new Promise((r) => setTimeout(r, 300));
+    await until(() => hub.stats.openConsumers > 0);
     for (let i = 0; i < 3; i++) await p.sendBatch([{ body: { live: i } }], { partitionId: '0' });
     const got = await reading;
     expect(got.map((e) => e.body)).toEqual([{ live: 0 }, { live: 1 }, { live: 2 }]);
@@ -234,7 +234,7 @@ describe('Event Hubs emulator with @azure/event-hubs', () => {
       },
       { startPosition: latestEventPosition, ownerLevel: 1, maxWaitTimeInSeconds: 1 },
     );
-    await new Promise((r) => setTimeout(r, 300));
+    await until(() => hub.stats.openConsumers > 0);
     const sub2 = c2.subscribe(
       '0',
       { processEvents: async () => {}, processError: async () => {} },
