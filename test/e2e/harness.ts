@@ -351,6 +351,43 @@ export async function readBackAndCheck(hub: EventHubsEmulator, vmId: string): Pr
   return lifecycle;
 }
 
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const total = (expected: Map<string, number>) => [...expected.values()].reduce((a, b) => a + b, 0);
+
+/** The whole script arrived, the SDK read-back passes every check and nothing is lost (fault tests). */
+export async function verdict(s: Stack): Promise<void> {
+  const expected = expectedTransitions(s.imds);
+  expect(total(expected)).toBe(SCRIPT_RECORDS);
+  try {
+    await allArrived(s.hub, expected);
+  } catch (err) {
+    const tail = s.runs
+      .flatMap((r) => r.logs)
+      .filter((l) => l.level !== 'debug' && l.msg !== 'lifecycle transition')
+      .slice(-25)
+      .map((l) => JSON.stringify(l).slice(0, 600));
+    throw new Error(`${(err as Error).message}; last log lines:\n${tail.join('\n')}`);
+  }
+  const records = await readBackAndCheck(s.hub, s.imds.identity.vmId);
+  assertNoLoss(records, expected);
+}
+
+/** Waits (bounded) for a log line; on timeout the error carries the shipper's last log lines. */
+export async function waitForLog(s: Stack, msg: RegExp, level?: string, timeoutMs = 15_000): Promise<void> {
+  try {
+    await waitFor(() => logsWith(s, msg, level).length > 0, `a log line ${msg}`, timeoutMs);
+  } catch (err) {
+    const tail = allStderr(s).split('\n').slice(-30).join('\n');
+    throw new Error(`${(err as Error).message}; last log lines:\n${tail}`);
+  }
+}
+
+export function logsWith(s: Stack, msg: RegExp, level?: string) {
+  return s.runs
+    .flatMap((r) => r.logs)
+    .filter((l) => msg.test(String(l.msg)) && (!level || l.level === level));
+}
+
 /** stderr of every run of a test, for the secret and log checks. */
 export function allStderr(stack: Stack): string {
   return stack.runs.map((r) => r.stderrText()).join('');
