@@ -24,7 +24,6 @@ import {
   type ScenarioStep,
   startImdsEmulator,
 } from '../../src/emulators/imds/index.js';
-import { readPartition } from '../emulators/eventhubs/helpers.js';
 import { CLI, type CliRun, startCli, waitFor } from '../fixtures/child.js';
 import { assertValidRecord } from '../fixtures/record-schema.js';
 
@@ -302,6 +301,43 @@ export function assertNoLoss(
   return extras;
 }
 
+/** Subscribes to one partition from the earliest event until `count` events arrived (bounded). */
+function readPartitionFromEarliest(
+  consumer: EventHubConsumerClient,
+  partitionId: string,
+  count: number,
+  timeoutMs = 10_000,
+): Promise<ReceivedEventData[]> {
+  return new Promise((resolve, reject) => {
+    const got: ReceivedEventData[] = [];
+    let settled = false;
+    const settle = (err?: Error) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      const done = () => (err ? reject(err) : resolve(got));
+      subscription.close().then(done, done);
+    };
+    const timer = setTimeout(
+      () => settle(new Error(`read ${got.length}/${count} events of partition ${partitionId} in time`)),
+      timeoutMs,
+    );
+    const subscription = consumer.subscribe(
+      partitionId,
+      {
+        processEvents: async (events) => {
+          got.push(...events);
+          if (got.length >= count) settle();
+        },
+        processError: async () => {
+          // Transient receive errors are retried by the client; the timeout bounds the read.
+        },
+      },
+      { startPosition: earliestEventPosition, maxBatchSize: 500, maxWaitTimeInSeconds: 1 },
+    );
+  });
+}
+
 /** Reads every event of the hub back with the official consumer client, from the earliest position. */
 export async function readBack(hub: EventHubsEmulator): Promise<ReceivedEventData[][]> {
   const consumer = new EventHubConsumerClient('$default', hub.connectionString, {
@@ -312,7 +348,7 @@ export async function readBack(hub: EventHubsEmulator): Promise<ReceivedEventDat
     const out: ReceivedEventData[][] = [];
     for (const id of ids) {
       const count = hub.events(undefined, id).length;
-      out.push(count === 0 ? [] : await readPartition(consumer, id, earliestEventPosition, count));
+      out.push(count === 0 ? [] : await readPartitionFromEarliest(consumer, id, count));
     }
     return out;
   } finally {
