@@ -248,6 +248,23 @@ function amqpError(condition: string, description: string): { condition: string;
   return { condition, description };
 }
 
+/**
+ * rhea re-arms a connection's idle timers on every input, even input that arrives after the
+ * peer's close was processed (a half-closed socket), and only clears them when it sees the
+ * disconnect. Once the socket is closed no input can follow, so clearing them then is safe; left
+ * alone they would keep a process that stopped the emulator alive for 2 × idle-time-out.
+ */
+function stopIdleTimers(connection: object): void {
+  const timers = connection as unknown as Record<
+    'heartbeat_in' | 'heartbeat_out' | 'abort_idle',
+    NodeJS.Timeout | undefined
+  >;
+  for (const name of ['heartbeat_in', 'heartbeat_out', 'abort_idle'] as const) {
+    if (timers[name]) clearTimeout(timers[name]);
+    timers[name] = undefined;
+  }
+}
+
 export class EventHubsEmulatorServer {
   readonly hubs = new Map<string, Hub>();
   readonly maxMessageSize: number;
@@ -503,7 +520,10 @@ export class EventHubsEmulatorServer {
     this.connByRhea.set(connection, state);
     this.stats.connectionsAccepted++;
     this.stats.openConnections = this.conns.size;
-    socket.on('close', () => this.forgetConnection(state));
+    socket.on('close', () => {
+      stopIdleTimers(connection);
+      this.forgetConnection(state);
+    });
     this.log.debug(
       { connection: id, remote: `${socket.remoteAddress}:${socket.remotePort}` },
       'eventhubs emulator: connection accepted',
