@@ -93,5 +93,5 @@ export function resolveConfig(
       );
     }
   }
-  return { config: resolved, sources: from as Record<keyof ShipperConfig, ConfigSource> };
+  return { config: resolved, sources: from };
 }

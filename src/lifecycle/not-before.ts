@@ -9,8 +9,7 @@
  */
 
 export type NotBeforeParse =
-  | { readonly ok: true; readonly iso: string | null }
-  | { readonly ok: false; readonly iso: null };
+  { readonly ok: true; readonly iso: string | null } | { readonly ok: false; readonly iso: null };
 
 const BLANK: NotBeforeParse = Object.freeze({ ok: true, iso: null });
 const BAD: NotBeforeParse = Object.freeze({ ok: false, iso: null });
@@ -99,7 +98,7 @@ export function parseNotBefore(raw: string): NotBeforeParse {
   }
   m = ISO8601.exec(s);
   if (m !== null) {
-    const fraction = m[7] === undefined ? 0 : Number((m[7] as string).slice(0, 3).padEnd(3, '0'));
+    const fraction = m[7] === undefined ? 0 : Number(m[7].slice(0, 3).padEnd(3, '0'));
     return build(
       Number(m[1]),
       Number(m[2]) - 1,

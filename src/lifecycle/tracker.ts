@@ -54,10 +54,7 @@ export interface Transition {
 }
 
 export type TrackerWarningCode =
-  | 'unknown-event-status'
-  | 'unknown-event-type'
-  | 'unparseable-not-before'
-  | 'duplicate-event-id';
+  'unknown-event-status' | 'unknown-event-type' | 'unparseable-not-before' | 'duplicate-event-id';
 
 /**
  * Something the caller should log (once per code and value, at warn): never an error. Raised

@@ -259,7 +259,7 @@ export class Spool {
       const loaded = candidates.map((entry) => {
         if (entry.record) return { entry, record: entry.record, error: null as unknown };
         const got = byEntry.get(entry) as Buffer | Error;
-        if (got instanceof Error) return { entry, record: null, error: got as unknown };
+        if (got instanceof Error) return { entry, record: null, error: got };
         try {
           return { entry, record: decodeRecord(got, entry.recordType), error: null as unknown };
         } catch (error) {

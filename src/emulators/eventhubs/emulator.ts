@@ -868,7 +868,7 @@ export class EventHubsEmulatorServer {
         );
       }
     }
-    const filter = selectorOf(link.source as { filter?: unknown } | undefined);
+    const filter = selectorOf(link.source);
     let next: number;
     try {
       next = startIndex(partition.log, filter);
@@ -1010,7 +1010,7 @@ export class EventHubsEmulatorServer {
       this.log.debug({ connection: conn.id, replyTo }, 'eventhubs emulator: no reply link for request');
       return;
     }
-    response.correlation_id = request.message_id as Message['correlation_id'];
+    response.correlation_id = request.message_id;
     if (replyTo) response.to = replyTo;
     sender.send(response);
   }
@@ -1030,7 +1030,7 @@ export class EventHubsEmulatorServer {
           ...(condition ? { 'error-condition': condition } : {}),
         },
         body: null,
-      } as Message);
+      });
     if (operation !== 'put-token')
       return respond(400, `unsupported CBS operation "${operation}"`, 'amqp:not-implemented');
     if (this.allowAnonymous) {
@@ -1086,7 +1086,7 @@ export class EventHubsEmulatorServer {
           ...(condition ? { 'error-condition': condition } : {}),
         },
         body,
-      } as Message);
+      });
     if (operation !== 'READ')
       return respond(400, `unsupported operation "${operation}"`, null, 'amqp:not-implemented');
     const hub = this.hub(name);
@@ -1180,9 +1180,7 @@ export class EventHubsEmulatorServer {
       const envelope = rheaMessage.decode(payload) as unknown as Message & {
         body?: { typecode?: number; content?: unknown; multiple?: boolean };
       };
-      envelopeKey = toText(
-        (envelope.message_annotations as Record<string, unknown> | undefined)?.['x-opt-partition-key'],
-      );
+      envelopeKey = toText(envelope.message_annotations?.['x-opt-partition-key']);
       const body = envelope.body;
       const sections: Buffer[] =
         body && typeof body === 'object' && body.typecode === 0x75
@@ -1200,9 +1198,7 @@ export class EventHubsEmulatorServer {
     } else {
       const raw = rheaMessage.encode(payload);
       if (raw.length > this.maxMessageSize) return this.rejectTooBig(delivery, raw.length);
-      envelopeKey = toText(
-        (payload.message_annotations as Record<string, unknown> | undefined)?.['x-opt-partition-key'],
-      );
+      envelopeKey = toText(payload.message_annotations?.['x-opt-partition-key']);
       items = [{ raw }];
     }
     if (items.length === 0) {
@@ -1216,7 +1212,7 @@ export class EventHubsEmulatorServer {
         envelopeKey !== undefined
           ? partitionForKey(envelopeKey, hub.partitions.length)
           : hub.roundRobin++ % hub.partitions.length;
-      partition = hub.partitions[index] as PartitionState;
+      partition = hub.partitions[index];
     }
     try {
       partition.log.append(items, Date.now());
@@ -1328,7 +1324,7 @@ function selectorOf(source: { filter?: unknown } | undefined): string | undefine
     if (!k.includes('selector-filter')) continue;
     if (typeof v === 'string') return v;
     if (Buffer.isBuffer(v)) return v.toString('utf8');
-    if (v && typeof v === 'object' && 'value' in v) return toText((v as { value: unknown }).value);
+    if (v && typeof v === 'object' && 'value' in v) return toText(v.value);
   }
   return undefined;
 }

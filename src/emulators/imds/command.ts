@@ -135,7 +135,7 @@ export async function loadEmulatorConfigFile(
           identity.tags = tags;
         } else identity[k] = optionalString(v, `config.identity.${k}`);
       }
-      out.identity = identity as VmIdentityInput;
+      out.identity = identity;
     }
     return out;
   } catch (err) {

@@ -653,7 +653,7 @@ export async function startImdsEmulator(options: ImdsEmulatorOptions = {}): Prom
       path: req.url ?? '/',
       route,
       metadataHeader: req.headers.metadata !== undefined,
-      ifNoneMatch: (req.headers['if-none-match'] as string | undefined) ?? null,
+      ifNoneMatch: req.headers['if-none-match'] ?? null,
       status: 0,
       incarnation: null,
       fault: null,

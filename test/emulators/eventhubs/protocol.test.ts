@@ -29,7 +29,7 @@ async function connectWithToken(
     port: hub.port,
     reconnect: false,
     username: 'test',
-  } as never);
+  });
   const replyTo = 'cbs-reply';
   const status = await new Promise<number>((resolve, reject) => {
     const receiver = conn.open_receiver({ source: { address: '$cbs' }, name: replyTo });

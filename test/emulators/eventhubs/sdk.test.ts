@@ -230,7 +230,7 @@ describe('Event Hubs emulator with @azure/event-hubs', () => {
       '0',
       {
         processEvents: async () => {},
-        processError: async (err) => void errors.push(err as { code?: string; message: string }),
+        processError: async (err) => void errors.push(err),
       },
       { startPosition: latestEventPosition, ownerLevel: 1, maxWaitTimeInSeconds: 1 },
     );

@@ -108,10 +108,10 @@ describe('se-shipper emulate imds (in-process)', () => {
     );
     const stderr: string[] = [];
     const write = process.stderr.write.bind(process.stderr);
-    process.stderr.write = ((chunk: string) => {
+    process.stderr.write = (chunk: string) => {
       stderr.push(String(chunk));
       return true;
-    }) as typeof process.stderr.write;
+    };
     try {
       const { out, emulator } = await runCommand(['--port', '0', '--scenario', file]);
       expect(out).toBe('');

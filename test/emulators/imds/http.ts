@@ -87,5 +87,5 @@ export async function control(base: string, method: string, path: string, body?:
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   // biome-ignore lint/suspicious/noExplicitAny: test helper over arbitrary JSON
-  return { status: res.status, json: JSON.parse(res.body) as any };
+  return { status: res.status, json: JSON.parse(res.body) };
 }
