@@ -36,6 +36,10 @@ export function createRunCommand(): Command {
       process.once('SIGTERM', onSignal);
       process.once('SIGINT', onSignal);
     });
+    // Everything is flushed and saved. Exit explicitly: @azure/event-hubs 6.0.4 leaks a token
+    // renewal timer each time the service detaches a link, which would otherwise keep the
+    // process alive for up to 45 minutes and make systemd wait for its stop timeout.
+    process.exit(process.exitCode ?? 0);
   });
   return command;
 }

@@ -143,7 +143,8 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
     consumer = new EventHubConsumerClient('$default', hub.connectionString);
     subscription = consumer.subscribe(
       {
-        processEvents: async (events, context) => {
+        // The SDK wants a promise back; the view is synchronous.
+        processEvents: (events, context) => {
           for (const e of events) {
             const record = e.body as ShipperRecord;
             const duplicate = seen.has(record.recordId);
@@ -159,10 +160,10 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
             };
             view.arrived(arrived);
           }
+          return Promise.resolve();
         },
-        processError: async () => {
-          // The consumer retries by itself; a transient error here needs no action.
-        },
+        // The consumer retries by itself; a transient error here needs no action.
+        processError: () => Promise.resolve(),
       },
       { startPosition: earliestEventPosition, maxWaitTimeInSeconds: 1 },
     );

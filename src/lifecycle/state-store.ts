@@ -12,6 +12,7 @@ import { mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises
 import { join } from 'node:path';
 import type { Logger } from '../observability/logger.js';
 import { type EmittedKeysDump, parseEmittedKeysDump } from './emitted-keys.js';
+import type { LifecycleRecord } from './record.js';
 import { parseTrackerState, type TrackerState } from './tracker.js';
 
 export const STATE_FILE_VERSION = 1 as const;
@@ -20,6 +21,12 @@ export const STATE_FILE_NAME = 'state.json';
 export interface PersistedState {
   tracker: TrackerState;
   emittedKeys: EmittedKeysDump;
+  /**
+   * Records derived from the tracker state in this file but not yet confirmed in the spool: the
+   * state is saved before the records are spooled (a write-ahead), and whoever loads the file
+   * spools these again (duplicates share their recordId).
+   */
+  pending?: LifecycleRecord[];
 }
 
 interface StateFile extends PersistedState {
@@ -47,7 +54,21 @@ export function parseStateFile(text: string): PersistedState | null {
   const tracker = parseTrackerState(f.tracker);
   const emittedKeys = parseEmittedKeysDump(f.emittedKeys);
   if (tracker === null || emittedKeys === null) return null;
-  return { tracker, emittedKeys };
+  const pending = parsePending(f.pending);
+  if (pending === null) return null;
+  return pending.length > 0 ? { tracker, emittedKeys, pending } : { tracker, emittedKeys };
+}
+
+/** Absent means none; anything but an array of lifecycle records makes the file corrupt. */
+function parsePending(x: unknown): LifecycleRecord[] | null {
+  if (x === undefined) return [];
+  if (!Array.isArray(x)) return null;
+  for (const r of x as unknown[]) {
+    const rec = r as Partial<LifecycleRecord> | null;
+    if (typeof rec !== 'object' || rec === null || rec.recordType !== 'lifecycle') return null;
+    if (typeof rec.recordId !== 'string' || rec.recordId === '') return null;
+  }
+  return x as LifecycleRecord[];
 }
 
 function errorCode(err: unknown): string | undefined {
@@ -112,6 +133,7 @@ export class StateStore {
       version: STATE_FILE_VERSION,
       tracker: state.tracker,
       emittedKeys: state.emittedKeys,
+      ...(state.pending && state.pending.length > 0 ? { pending: state.pending } : {}),
     };
     const text = `${JSON.stringify(file)}\n`;
     await mkdir(this.dir, { recursive: true });

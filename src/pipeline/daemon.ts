@@ -219,6 +219,7 @@ export async function startDaemon(
     imds.close();
     throw new Error(
       `cannot serve the health endpoint on 127.0.0.1:${config.healthPort}: ${(err as Error).message}`,
+      { cause: err },
     );
   }
 

@@ -56,9 +56,16 @@ export function gapThresholdFor(pollIntervalMs: number): number {
 }
 
 /**
- * The poll loop: IMDS document → tracker → enrich → scope → output, then commit. The tracker
- * state and the emitted keys are committed only after `output.append` resolved, so a crash in
- * between re-derives the same transitions (same recordIds) on restart: a duplicate, never a loss.
+ * The poll loop: IMDS document → tracker → enrich → scope → state file → output.
+ *
+ * Commit order (a write-ahead): the new tracker state, the emitted keys and the new records
+ * ("pending") are saved atomically in one state file, then the records are appended to the
+ * spool, then the state is saved again without them. A crash before the first save re-derives
+ * the same transitions from the old state (same recordIds); a crash after it finds the records
+ * pending in the state file and spools them again (same recordIds). Either way the worst case is
+ * a duplicate, never a loss, and never a second, different record for the same ending (which a
+ * re-derivation after a restart would make: a Canceled seen live would come back as an inferred
+ * Completed).
  */
 export class Shipper {
   private tracker: TrackerState;
@@ -78,6 +85,8 @@ export class Shipper {
   private lastDocument: ScheduledEventsDocument | undefined;
   /** The state came from a previous process: whatever ended meanwhile was not watched. */
   private resumedFromDisk = false;
+  /** Records already committed in the state file, not yet confirmed by the spool. */
+  private pending: LifecycleRecord[] = [];
 
   private constructor(
     private readonly options: ShipperOptions,
@@ -99,6 +108,7 @@ export class Shipper {
     if (saved) emitted.load(saved.emittedKeys);
     const shipper = new Shipper(options, store, saved?.tracker ?? initialTrackerState(), emitted);
     shipper.resumedFromDisk = saved !== null;
+    shipper.pending = saved?.pending ?? [];
     if (saved) {
       options.logger.info(
         {
@@ -145,6 +155,17 @@ export class Shipper {
   /** One poll. Returns the failure, if any; never throws. */
   async pollOnce(): Promise<unknown> {
     const { imds, metrics, logger } = this.options;
+    if (this.pending.length > 0) {
+      try {
+        await this.flushPending(this.now());
+      } catch (err) {
+        logger.error(
+          { err, pending: this.pending.length },
+          'could not hand pending records to the spool; retrying next poll',
+        );
+        return err;
+      }
+    }
     let document: ScheduledEventsDocument;
     try {
       const result = await imds.getScheduledEvents(this.requestAbort.signal);
@@ -168,10 +189,10 @@ export class Shipper {
     try {
       await this.process(document, observedAt);
     } catch (err) {
-      // The output refused the records: keep the old state so the next poll derives them again.
+      // The spool refused the records: they stay pending (in memory and in the state file).
       logger.error(
-        { err },
-        'could not hand records to the spool; they will be derived again on the next poll',
+        { err, pending: this.pending.length },
+        'could not hand records to the spool; keeping them pending and retrying next poll',
       );
       return err;
     }
@@ -179,7 +200,7 @@ export class Shipper {
   }
 
   private async process(document: ScheduledEventsDocument, observedAt: number): Promise<void> {
-    const { metrics, logger, scope, output } = this.options;
+    const { metrics, logger, scope } = this.options;
     this.lastDocument = document;
     metrics.set('activeEvents', document.Events.length);
     metrics.set('lastIncarnation', document.DocumentIncarnation);
@@ -216,9 +237,11 @@ export class Shipper {
         records.push(record);
       }
     }
+    for (let i = 0; i < keys.length; i++) this.emitted.add(keys[i] as string, observedKeyTimes[i]);
+    const changed = observed.transitions.length > 0;
+    this.tracker = observed.state;
+    this.resumedFromDisk = false;
     if (records.length > 0) {
-      await output.append(records);
-      metrics.inc('recordsSpooled', records.length);
       for (const r of records) {
         logger.info(
           {
@@ -232,20 +255,32 @@ export class Shipper {
           'lifecycle transition',
         );
       }
+      this.pending.push(...records);
     }
-    for (let i = 0; i < keys.length; i++) this.emitted.add(keys[i] as string, observedKeyTimes[i]);
-    const changed = observed.transitions.length > 0;
-    this.tracker = observed.state;
-    this.resumedFromDisk = false;
     if (changed || observedAt - this.lastPersistAt >= STATE_REFRESH_MS) await this.persist(observedAt);
+    if (this.pending.length > 0) await this.flushPending(observedAt);
+  }
+
+  /** Hands the pending records to the spool, then saves the state without them. Throws if the spool refuses. */
+  private async flushPending(at: number): Promise<void> {
+    const records = this.pending;
+    await this.options.output.append(records);
+    this.options.metrics.inc('recordsSpooled', records.length);
+    this.pending = this.pending.slice(records.length);
+    await this.persist(at);
   }
 
   private async persist(at: number): Promise<void> {
     try {
-      await this.store.save({ tracker: this.tracker, emittedKeys: this.emitted.dump() });
+      await this.store.save({
+        tracker: this.tracker,
+        emittedKeys: this.emitted.dump(),
+        ...(this.pending.length > 0 ? { pending: this.pending } : {}),
+      });
       this.lastPersistAt = at;
     } catch (err) {
-      // Not fatal: records are already spooled; a lost state only risks duplicates (same recordIds).
+      // Not fatal: the records still go to the spool, and the state on disk stays the previous
+      // one, from which a restart re-derives the same transitions (same recordIds).
       this.warnOnce(
         `persist:${(err as NodeJS.ErrnoException).code ?? 'error'}`,
         { err, stateDir: this.options.stateDir },

@@ -10,7 +10,8 @@ import {
   StateStore,
 } from '../../src/lifecycle/state-store.js';
 import { initialTrackerState } from '../../src/lifecycle/tracker.js';
-import { doc, ev, observe, T0 } from './helpers.js';
+import type { LifecycleRecord } from '../../src/lifecycle/record.js';
+import { doc, ev, Harness, observe, T0 } from './helpers.js';
 
 function sample(): PersistedState {
   const tracker = observe(
@@ -124,5 +125,33 @@ describe('StateStore', () => {
     expect(await store.load()).toEqual(sample());
     // And the store keeps working afterwards.
     await store.save(sample());
+  });
+});
+
+describe('pending records (write-ahead of the spool)', () => {
+  const pendingRecord = () => {
+    const h = new Harness();
+    return h.feed(doc(1, ev()), T0)[0] as LifecycleRecord;
+  };
+
+  it('round-trip with the state, and are left out of the file when empty', async () => {
+    const store = new StateStore(dir);
+    const record = pendingRecord();
+    await store.save({ ...sample(), pending: [record] });
+    expect((await store.load())?.pending).toEqual([record]);
+    await store.save({ ...sample(), pending: [] });
+    const text = await readFile(join(dir, STATE_FILE_NAME), 'utf8');
+    expect(text).not.toContain('"pending"');
+    expect((await store.load())?.pending).toBeUndefined();
+  });
+
+  it('a pending list that is not lifecycle records makes the file corrupt', () => {
+    const base = { version: 1, ...sample() };
+    expect(parseStateFile(JSON.stringify({ ...base, pending: 'x' }))).toBeNull();
+    expect(
+      parseStateFile(JSON.stringify({ ...base, pending: [{ recordType: 'heartbeat', recordId: 'a' }] })),
+    ).toBeNull();
+    expect(parseStateFile(JSON.stringify({ ...base, pending: [{ recordType: 'lifecycle' }] }))).toBeNull();
+    expect(parseStateFile(JSON.stringify(base))).not.toBeNull();
   });
 });
