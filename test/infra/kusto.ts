@@ -7,7 +7,7 @@ import type { Column } from './schema.js';
 
 const require = createRequire(import.meta.url);
 
-// biome-ignore lint/suspicious/noExplicitAny: the Bridge.NET output is untyped JavaScript.
+// The Bridge.NET output is untyped JavaScript, hence any.
 type Any = any;
 
 let loaded: Any;

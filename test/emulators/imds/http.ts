@@ -86,6 +86,5 @@ export async function control(base: string, method: string, path: string, body?:
     headers: { 'Content-Type': 'application/json' },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
-  // biome-ignore lint/suspicious/noExplicitAny: test helper over arbitrary JSON
   return { status: res.status, json: JSON.parse(res.body) };
 }
