@@ -27,6 +27,7 @@
  * expires, then aborts the in-flight send (through the AbortSignal given to `sink.send`, and by no
  * longer waiting for it) and resolves; undelivered records stay in the spool for the next start.
  */
+import { inspect } from 'node:util';
 import pRetry from 'p-retry';
 import type { Logger } from '../observability/logger.js';
 import { type Sink, SinkError } from '../sinks/sink.js';
@@ -89,21 +90,28 @@ class SplitRequest extends Error {
   }
 }
 
+/**
+ * The signal's abort reason as an Error: the reason itself when it is one (a SinkError for a send
+ * timeout stays that exact object), else an Error naming it. `attempt` rethrows the halt signal's
+ * own reason, so a non-Error halt reason is never replaced by this wrapper outside this module.
+ */
+function abortError(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  if (reason instanceof Error) return reason;
+  return new Error(`aborted: ${typeof reason === 'string' ? reason : inspect(reason)}`, { cause: reason });
+}
+
 function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
+  if (signal.aborted) return Promise.reject(abortError(signal));
   return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason);
+    const onAbort = (): void => reject(abortError(signal));
     signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e);
-      },
-    );
+    const settle = (): void => {
+      signal.removeEventListener('abort', onAbort);
+      // Adopt the send's own outcome: its value, or its rejection reason untouched (whatever it is).
+      resolve(promise);
+    };
+    promise.then(settle, settle);
   });
 }
 

@@ -267,7 +267,8 @@ export class Spool {
         }
       });
       const out: SpoolEntry[] = [];
-      let readError: unknown = null;
+      // Boxed so that an unreadable entry's error is rethrown as is, whatever its type.
+      let readError: { error: unknown } | null = null;
       for (const { entry, record, error } of loaded) {
         if (record) {
           if (readError === null) {
@@ -287,10 +288,10 @@ export class Spool {
           );
         } else if (readError === null) {
           // Keep order: nothing after an unreadable entry is handed out.
-          readError = error;
+          readError = { error };
         }
       }
-      if (readError !== null && out.length === 0) throw readError;
+      if (readError !== null && out.length === 0) throw readError.error;
       return out;
     });
   }
@@ -302,7 +303,7 @@ export class Spool {
    */
   async ack(entries: readonly SpoolEntry[]): Promise<void> {
     if (entries.length === 0) return;
-    const files = await this.locked(async () => {
+    const files = await this.locked(() => {
       const out: string[] = [];
       for (const e of entries) {
         const entry = this.index.get(e.seq);
@@ -390,7 +391,7 @@ export class Spool {
   async close(): Promise<void> {
     this.closed = true;
     this.clearRetryTimer();
-    await this.locked(async () => undefined);
+    await this.locked(() => undefined);
     if (this.memoryHeldCount > 0) {
       this.logger.error(
         { memoryHeld: this.memoryHeldCount, lastDiskError: this.diskError },
@@ -401,7 +402,8 @@ export class Spool {
 
   // ---- internals ----
 
-  private locked<T>(fn: () => Promise<T>): Promise<T> {
+  /** Runs `fn` after every operation queued before it (a thrown error rejects the returned promise). */
+  private locked<T>(fn: () => T | Promise<T>): Promise<T> {
     const run = this.chain.then(fn, fn);
     this.chain = run.catch(() => undefined);
     return run;

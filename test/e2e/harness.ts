@@ -402,7 +402,7 @@ export async function verdict(s: Stack): Promise<void> {
       .filter((l) => l.level !== 'debug' && l.msg !== 'lifecycle transition')
       .slice(-25)
       .map((l) => JSON.stringify(l).slice(0, 600));
-    throw new Error(`${(err as Error).message}; last log lines:\n${tail.join('\n')}`);
+    throw new Error(`${(err as Error).message}; last log lines:\n${tail.join('\n')}`, { cause: err });
   }
   const records = await readBackAndCheck(s.hub, s.imds.identity.vmId);
   assertNoLoss(records, expected);
@@ -414,7 +414,7 @@ export async function waitForLog(s: Stack, msg: RegExp, level?: string, timeoutM
     await waitFor(() => logsWith(s, msg, level).length > 0, `a log line ${msg}`, timeoutMs);
   } catch (err) {
     const tail = allStderr(s).split('\n').slice(-30).join('\n');
-    throw new Error(`${(err as Error).message}; last log lines:\n${tail}`);
+    throw new Error(`${(err as Error).message}; last log lines:\n${tail}`, { cause: err });
   }
 }
 

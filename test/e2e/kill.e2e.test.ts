@@ -139,6 +139,7 @@ describe('kill -9 at random points, restart with the same state dir', () => {
       );
       throw new Error(
         `${(err as Error).message}\nkill points: ${points.join(', ')}\non the hub:\n${got.join('\n')}`,
+        { cause: err },
       );
     }
   });

@@ -132,10 +132,17 @@ export class TestSink implements Sink {
   }
 }
 
-/** A behaviour that hangs until the signal aborts, then rejects with its reason. */
+/** A behaviour that hangs until the signal aborts, then rejects with its reason (wrapped if not an Error). */
 export function hangUntilAborted(signal: AbortSignal | undefined): Promise<void> {
   return new Promise((_resolve, reject) => {
-    signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
+    signal?.addEventListener(
+      'abort',
+      () => {
+        const reason: unknown = signal.reason;
+        reject(reason instanceof Error ? reason : new Error('aborted', { cause: reason }));
+      },
+      { once: true },
+    );
   });
 }
 

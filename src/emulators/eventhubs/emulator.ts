@@ -195,6 +195,18 @@ function entityPath(address: string | undefined): string {
   return path.replace(/^\/+/, '').replace(/\/+$/, '');
 }
 
+/** What rhea decodes a batch envelope's body into when it holds data sections (AMQP typecode 0x75). */
+interface DataSectionBody {
+  typecode: 0x75;
+  /** True when the envelope holds several data sections (`content` is then an array of them). */
+  multiple?: boolean;
+  content?: unknown;
+}
+
+function isDataSectionBody(body: unknown): body is DataSectionBody {
+  return typeof body === 'object' && body !== null && (body as { typecode?: unknown }).typecode === 0x75;
+}
+
 function toText(v: unknown): string | undefined {
   if (v === undefined || v === null) return undefined;
   if (typeof v === 'string') return v;
@@ -1177,17 +1189,14 @@ export class EventHubsEmulatorServer {
         delivery.reject(amqpError('amqp:not-implemented', `message format ${format} is not supported`));
         return;
       }
-      const envelope = rheaMessage.decode(payload) as unknown as Message & {
-        body?: { typecode?: number; content?: unknown; multiple?: boolean };
-      };
+      const envelope = rheaMessage.decode(payload) as unknown as Message;
       envelopeKey = toText(envelope.message_annotations?.['x-opt-partition-key']);
-      const body = envelope.body;
-      const sections: Buffer[] =
-        body && typeof body === 'object' && body.typecode === 0x75
-          ? body.multiple
-            ? (body.content as Buffer[])
-            : [body.content as Buffer]
-          : [];
+      const body: unknown = envelope.body;
+      const sections: Buffer[] = isDataSectionBody(body)
+        ? body.multiple
+          ? (body.content as Buffer[])
+          : [body.content as Buffer]
+        : [];
       items = sections.map((raw) => ({ raw: Buffer.from(raw) }));
       if (envelopeKey === undefined && items[0]) {
         const first = rheaMessage.decode(items[0].raw);
@@ -1212,7 +1221,10 @@ export class EventHubsEmulatorServer {
         envelopeKey !== undefined
           ? partitionForKey(envelopeKey, hub.partitions.length)
           : hub.roundRobin++ % hub.partitions.length;
-      partition = hub.partitions[index];
+      // In range: a hub has at least one partition. Through a const because, on a direct assignment
+      // to the `let`, lint deems the assertion unnecessary and its autofix drops it (tsc then fails).
+      const chosen = hub.partitions[index] as PartitionState;
+      partition = chosen;
     }
     try {
       partition.log.append(items, Date.now());

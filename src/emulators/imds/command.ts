@@ -71,7 +71,7 @@ export async function loadEmulatorConfigFile(
   try {
     json = JSON.parse(await readFile(file, 'utf8'));
   } catch (err) {
-    throw new Error(`cannot read config file ${file}: ${(err as Error).message}`);
+    throw new Error(`cannot read config file ${file}: ${(err as Error).message}`, { cause: err });
   }
   try {
     const obj = expectObject(json, 'config');
@@ -139,7 +139,8 @@ export async function loadEmulatorConfigFile(
     }
     return out;
   } catch (err) {
-    if (err instanceof ValidationError) throw new Error(`config file ${file}: ${err.message}`);
+    if (err instanceof ValidationError)
+      throw new Error(`config file ${file}: ${err.message}`, { cause: err });
     throw err;
   }
 }

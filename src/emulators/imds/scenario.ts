@@ -263,18 +263,19 @@ export async function loadScenarioFile(file: string): Promise<Scenario> {
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    throw new Error(`cannot read scenario file ${file}: ${(err as Error).message}`);
+    throw new Error(`cannot read scenario file ${file}: ${(err as Error).message}`, { cause: err });
   }
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (err) {
-    throw new Error(`scenario file ${file} is not valid JSON: ${(err as Error).message}`);
+    throw new Error(`scenario file ${file} is not valid JSON: ${(err as Error).message}`, { cause: err });
   }
   try {
     return parseScenario(json, 'scenario');
   } catch (err) {
-    if (err instanceof ValidationError) throw new Error(`scenario file ${file}: ${err.message}`);
+    if (err instanceof ValidationError)
+      throw new Error(`scenario file ${file}: ${err.message}`, { cause: err });
     throw err;
   }
 }

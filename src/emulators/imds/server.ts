@@ -520,7 +520,9 @@ export async function startImdsEmulator(options: ImdsEmulatorOptions = {}): Prom
           return json(200, builtinScenarioSummaries());
         case 'POST /_emulator/scenario': {
           const body = (await bodyJson()) as Record<string, unknown>;
-          const name = String(body.name ?? '');
+          const rawName = body.name ?? '';
+          // A non-string name is looked up (and reported) as its JSON text, never as "[object Object]".
+          const name = typeof rawName === 'string' ? rawName : JSON.stringify(rawName);
           if (body.scenario === undefined && !isBuiltinScenario(name) && !boundToLoopback) {
             // Reading files on behalf of a network client would let it probe the disk.
             throw new ValidationError(

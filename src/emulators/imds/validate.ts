@@ -16,7 +16,9 @@ export function describe(value: unknown): string {
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
   if (typeof value === 'object') return 'an object';
-  return `${typeof value} ${String(value)}`;
+  // What is left is a number, boolean, bigint, symbol or function: each has its own String() form.
+  const rest = value as number | boolean | bigint | symbol | ((...args: never[]) => unknown);
+  return `${typeof rest} ${String(rest)}`;
 }
 
 export function expectObject(value: unknown, path: string): Record<string, unknown> {

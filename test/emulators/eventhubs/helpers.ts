@@ -20,7 +20,7 @@ export function readPartition(
   return new Promise((resolve, reject) => {
     const got: ReceivedEventData[] = [];
     let done = false;
-    const finish = (err?: unknown) => {
+    const finish = (err?: Error) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
