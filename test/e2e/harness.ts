@@ -253,34 +253,11 @@ export async function allArrived(
  * many times as the emulator made it (Rescheduled can repeat with new NotBefores), nothing else
  * arrived, and every copy of one transition carries the same recordId (and one recordId never
  * names two transitions).
- *
- * `restartEndings`: after a kill -9 between the spool write of a `Canceled` record and the tracker
- * state commit, the restarted shipper also reports that event's end as `Completed` with
- * `inferred: true` (a restart makes every ending inferred; see the report of issue 5). Such extra
- * inferred Completed records are then tolerated — only for an event whose expected ending did
- * arrive — and returned, so the test can say how many there were. Nothing is ever tolerated missing.
  */
-export function assertNoLoss(
-  records: readonly Shipped[],
-  expected: Map<string, number>,
-  opts: { restartEndings?: boolean } = {},
-): Shipped[] {
+export function assertNoLoss(records: readonly Shipped[], expected: Map<string, number>): void {
   const byTransition = new Map<string, Set<string>>(); // eventId|phase|notBefore? → recordIds
   const byRecordId = new Map<string, string>();
-  const extras: Shipped[] = [];
-  const kept: Shipped[] = [];
   for (const r of records) {
-    const key = `${r.eventId.toLowerCase()}|${r.phase}`;
-    if (opts.restartEndings && !expected.has(key) && r.phase === 'Completed' && r.inferred) {
-      const ended = `${r.eventId.toLowerCase()}|Canceled`;
-      if (expected.has(ended) && records.some((x) => `${x.eventId.toLowerCase()}|${x.phase}` === ended)) {
-        extras.push(r);
-        continue;
-      }
-    }
-    kept.push(r);
-  }
-  for (const r of kept) {
     const transition = `${r.eventId.toLowerCase()}|${r.phase}|${r.phase === 'Rescheduled' ? r.notBefore : ''}`;
     const ids = byTransition.get(transition) ?? new Set<string>();
     ids.add(r.recordId);
@@ -298,7 +275,6 @@ export function assertNoLoss(
     got.set(key, (got.get(key) ?? 0) + 1);
   }
   expect(Object.fromEntries([...got].sort())).toEqual(Object.fromEntries([...expected].sort()));
-  return extras;
 }
 
 /** Subscribes to one partition from the earliest event until `count` events arrived (bounded). */
