@@ -13,6 +13,7 @@ export function createRunCommand(): Command {
     const logger = createLogger({ level: config.logLevel });
     logger.debug({ sources }, 'configuration sources');
     const daemon = await startDaemon(config, logger);
+    let exitCode = 0;
     await new Promise<void>((resolve) => {
       let stopping = false;
       const onSignal = (signal: NodeJS.Signals) => {
@@ -29,17 +30,18 @@ export function createRunCommand(): Command {
           },
           (err: unknown) => {
             logger.error({ err }, 'error while stopping');
+            exitCode = 1;
             resolve();
           },
         );
       };
-      process.once('SIGTERM', onSignal);
-      process.once('SIGINT', onSignal);
+      process.on('SIGTERM', onSignal);
+      process.on('SIGINT', onSignal);
     });
     // Everything is flushed and saved. Exit explicitly: @azure/event-hubs 6.0.4 leaks a token
     // renewal timer each time the service detaches a link, which would otherwise keep the
     // process alive for up to 45 minutes and make systemd wait for its stop timeout.
-    process.exit(process.exitCode ?? 0);
+    process.exit(exitCode);
   });
   return command;
 }

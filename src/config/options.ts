@@ -54,9 +54,9 @@ export const SHIPPER_OPTIONS: readonly OptionSpec[] = [
   spec({
     key: 'imdsEndpoint',
     flag: '--imds-endpoint <url>',
-    description: 'IMDS base URL (an emulator for local use)',
+    description: 'IMDS base URL (an emulator for local use); plain http, as IMDS itself',
     defaultValue: 'http://169.254.169.254',
-    parse: httpUrl(),
+    parse: httpUrl(['http:']),
   }),
   spec({
     key: 'pollInterval',

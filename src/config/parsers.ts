@@ -38,7 +38,7 @@ export function text(options: { allowEmpty?: boolean } = {}): Parser<string> {
   };
 }
 
-export function httpUrl(): Parser<string> {
+export function httpUrl(protocols: readonly string[] = ['http:', 'https:']): Parser<string> {
   return (raw) => {
     const s = text()(raw);
     let u: URL;
@@ -47,7 +47,9 @@ export function httpUrl(): Parser<string> {
     } catch {
       return fail('must be an absolute URL such as http://169.254.169.254');
     }
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') return fail('must be an http:// or https:// URL');
+    if (!protocols.includes(u.protocol)) {
+      return fail(`must be a ${protocols.map((p) => `${p.replace(':', '')}://`).join(' or ')} URL`);
+    }
     return s.replace(/\/+$/, '');
   };
 }

@@ -83,9 +83,13 @@ export function resolveConfig(
     throw new ConfigError(`--sink file needs --out <path> (or ${envNameOf('out')})`);
   }
   if (resolved.sink === 'eventhubs') {
-    const connectionString = sources.env[CONNECTION_STRING_ENV];
-    if (connectionString !== undefined && !/Endpoint=/i.test(connectionString)) {
+    // Empty counts as unset (a systemd `Environment=` may clear it), as in the daemon.
+    const connectionString = sources.env[CONNECTION_STRING_ENV] || undefined;
+    if (connectionString !== undefined && !/(^|;)\s*Endpoint=/i.test(connectionString)) {
       throw new ConfigError(`${CONNECTION_STRING_ENV} is not an Event Hubs connection string (no Endpoint=)`);
+    }
+    if (connectionString && !resolved.eventhub && !/(^|;)\s*EntityPath=[^;]+/i.test(connectionString)) {
+      throw new ConfigError(`${CONNECTION_STRING_ENV} has no EntityPath=; give the hub with --eventhub`);
     }
     if (!connectionString && !(resolved.eventhubsNamespace && resolved.eventhub)) {
       throw new ConfigError(

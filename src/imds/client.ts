@@ -32,13 +32,14 @@ export interface ScheduledEventsResult {
 }
 
 /**
- * Client of the IMDS Scheduled Events and instance metadata APIs. One keep-alive socket (IMDS
+ * Client of the IMDS Scheduled Events and instance metadata APIs. Keep-alive sockets (IMDS
  * allows 5 requests/s per VM and we make one per second), no proxy, `Metadata: true` always,
  * ETag/If-None-Match so an unchanged document costs a 304 and no parse.
  */
 export class ImdsClient {
   readonly endpoint: URL;
-  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 1, keepAliveMsecs: 10_000 });
+  /** Two sockets: an identity read must not queue behind a slow scheduled-events call (and its timeout). */
+  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 2, keepAliveMsecs: 10_000 });
   private readonly logger: Logger | undefined;
   private readonly timeoutMs: number;
   private readonly firstCallTimeoutMs: number;

@@ -2,10 +2,12 @@ import { ImdsError } from './errors.js';
 import type { InstanceCompute, ScheduledEvent, ScheduledEventsDocument } from './types.js';
 
 /**
- * Validation of IMDS bodies. Strict about what the pipeline relies on (a truncated or
- * malformed document must never be mistaken for "no events", which would cancel everything),
- * tolerant of what IMDS may add later: unknown fields are ignored and unknown enum values
- * (EventType, EventStatus) pass through as strings.
+ * Validation of IMDS bodies. Strict about what the pipeline relies on: the document's shape,
+ * DocumentIncarnation, the Events list, each EventId and Resources (a truncated or malformed
+ * document must never be mistaken for "no events", which would cancel everything). Tolerant of
+ * everything else, so one odd field cannot hide a Preempt in the same document: unknown fields are
+ * ignored, unknown enum values (EventType, EventStatus) pass through, a mistyped text field
+ * becomes text or '', a mistyped duration -1.
  */
 
 function invalid(path: string, problem: string): ImdsError {
@@ -27,33 +29,43 @@ function requiredString(o: Json, key: string, path: string): string {
   return v;
 }
 
-function optionalString(o: Json, key: string, path: string): string {
+/**
+ * Text fields the pipeline only carries along: a wrong type must not blind the shipper to every
+ * other event of the document, so numbers and booleans become text and anything else ''.
+ */
+function lenientString(o: Json, key: string): string {
   const v = o[key];
-  if (v === undefined || v === null) return '';
-  if (typeof v !== 'string') throw invalid(`${path}.${key}`, 'must be a string');
-  return v;
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  return '';
+}
+
+/** -1 (unknown) unless an integer or an integer in a string. */
+function lenientDuration(v: unknown): number {
+  if (typeof v === 'number' && Number.isInteger(v)) return v;
+  if (typeof v === 'string' && /^\s*-?\d+\s*$/.test(v)) return Number(v);
+  return -1;
 }
 
 function parseEvent(raw: unknown, path: string): ScheduledEvent {
   if (!isObject(raw)) throw invalid(path, 'must be an object');
-  const resources = raw.Resources ?? [];
+  // Resources decides whether the event is this VM's: a lone name is accepted as a list of one,
+  // but a list with non-names is rejected rather than guessed.
+  const rawResources = raw.Resources ?? [];
+  const resources = typeof rawResources === 'string' ? [rawResources] : rawResources;
   if (!Array.isArray(resources) || resources.some((r) => typeof r !== 'string')) {
     throw invalid(`${path}.Resources`, 'must be an array of strings');
   }
-  const duration = raw.DurationInSeconds;
-  if (duration !== undefined && duration !== null && !Number.isInteger(duration)) {
-    throw invalid(`${path}.DurationInSeconds`, 'must be an integer');
-  }
   return {
     EventId: requiredString(raw, 'EventId', path),
-    EventType: requiredString(raw, 'EventType', path),
-    ResourceType: optionalString(raw, 'ResourceType', path),
+    EventType: lenientString(raw, 'EventType'),
+    ResourceType: lenientString(raw, 'ResourceType'),
     Resources: resources as string[],
-    EventStatus: requiredString(raw, 'EventStatus', path),
-    NotBefore: optionalString(raw, 'NotBefore', path).trim(),
-    Description: optionalString(raw, 'Description', path),
-    EventSource: optionalString(raw, 'EventSource', path),
-    DurationInSeconds: typeof duration === 'number' ? duration : -1,
+    EventStatus: lenientString(raw, 'EventStatus'),
+    NotBefore: lenientString(raw, 'NotBefore').trim(),
+    Description: lenientString(raw, 'Description'),
+    EventSource: lenientString(raw, 'EventSource'),
+    DurationInSeconds: lenientDuration(raw.DurationInSeconds),
   };
 }
 

@@ -12,6 +12,7 @@ export const METRIC_SPECS = {
   pollsFailed: { type: 'counter', help: 'IMDS scheduled events polls that failed (after in-call retries)' },
   pollsNotModified: { type: 'counter', help: 'polls answered 304 Not Modified' },
   transitions: { type: 'counter', help: 'lifecycle transitions derived by the tracker' },
+  stateSaveFailures: { type: 'counter', help: 'failed saves of the tracker state file' },
   recordsSkippedScope: { type: 'counter', help: 'lifecycle records not shipped because of --scope self' },
   recordsSpooled: { type: 'counter', help: 'records handed to the spool' },
   recordsSent: { type: 'counter', help: 'records confirmed by the sink' },

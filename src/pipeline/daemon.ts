@@ -155,9 +155,10 @@ export async function startDaemon(
   const shipper = await Shipper.open({
     imds,
     identity,
-    output: spool,
+    output: { append: (records) => spool.append(records), isDurable: () => spool.stats().memoryHeld === 0 },
     stateDir: config.stateDir,
     pollIntervalMs: config.pollInterval,
+    imdsTimeoutMs: config.imdsTimeout,
     scope: config.scope,
     logger,
     metrics,
@@ -228,9 +229,10 @@ export async function startDaemon(
   await Promise.race([identity.start(), identityWait]);
   shipper.start();
   let heartbeatTimer: NodeJS.Timeout | undefined;
+  let firstHeartbeat: NodeJS.Timeout | undefined;
   if (config.heartbeatInterval > 0) {
     // One soon after start (after the first poll) says "alive, this version", then one per interval.
-    setTimeout(() => void heartbeat(), config.pollInterval + 250).unref();
+    firstHeartbeat = setTimeout(() => void heartbeat(), config.pollInterval + 250);
     heartbeatTimer = setInterval(() => void heartbeat(), config.heartbeatInterval * 1000);
   }
   logger.info(
@@ -250,6 +252,7 @@ export async function startDaemon(
     metrics,
     healthUrl: health?.url,
     async stop() {
+      clearTimeout(firstHeartbeat);
       clearInterval(heartbeatTimer);
       await shipper.stop();
       identity.stop();

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Scope } from '../config/options.js';
 import type { ImdsClient } from '../imds/client.js';
@@ -15,12 +16,18 @@ import {
 } from '../lifecycle/tracker.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import { LogLimiter } from '../observability/log-limiter.js';
 import type { IdentityWatcher } from './identity.js';
 
 /** Where records go once derived: the spool in the daemon, a sink directly elsewhere. */
 export interface RecordOutput {
-  /** Resolves once the records are durable (or confirmed); throws otherwise. */
-  append(records: readonly ShipperRecord[]): Promise<void>;
+  /**
+   * Takes the records; throws when it cannot. Resolves `false` when it holds them only in memory
+   * (the spool after a disk error), anything else when they are durable or delivered.
+   */
+  append(records: readonly ShipperRecord[]): Promise<unknown>;
+  /** True once nothing handed over is held only in memory any more. */
+  isDurable?(): boolean;
 }
 
 export interface ShipperOptions {
@@ -29,6 +36,8 @@ export interface ShipperOptions {
   output: RecordOutput;
   stateDir: string;
   pollIntervalMs: number;
+  /** The IMDS request timeout: one slow request must not look like an observation gap. */
+  imdsTimeoutMs?: number;
   scope: Scope;
   logger: Logger;
   metrics: Metrics;
@@ -44,15 +53,21 @@ const WARNING_TEXT: Record<TrackerWarningCode, string> = {
   'duplicate-event-id': 'the same EventId appears twice in one document; the first is used',
 };
 
-/** Persist at least this often even when nothing changed, so a restart measures its gap well. */
-const STATE_REFRESH_MS = 60_000;
+/** Persist at least this often even when nothing changed (lastObservedAt for gapSeconds). */
+const STATE_REFRESH_MS = 600_000;
 const MAX_FAILURE_BACKOFF_MS = 5_000;
-/** 400/404 will not fix themselves; poll rarely instead of hammering IMDS. */
-const NON_RETRYABLE_BACKOFF_MS = 30_000;
+/**
+ * 400/404 will not fix themselves, so IMDS is not hammered, but a Spot eviction gives 30 s of
+ * notice: polling every 10 s still sees it Scheduled.
+ */
+const NON_RETRYABLE_BACKOFF_MS = 10_000;
 
-/** An observation gap longer than a few poll intervals means we did not watch continuously. */
-export function gapThresholdFor(pollIntervalMs: number): number {
-  return Math.max(5 * pollIntervalMs, 5_000);
+/**
+ * Time between two good documents beyond which we did not watch continuously: a few poll
+ * intervals, and never less than one poll plus one timed-out request and its retry.
+ */
+export function gapThresholdFor(pollIntervalMs: number, imdsTimeoutMs = 5_000): number {
+  return Math.max(5 * pollIntervalMs, pollIntervalMs + imdsTimeoutMs + 2_000);
 }
 
 /**
@@ -85,8 +100,12 @@ export class Shipper {
   private lastDocument: ScheduledEventsDocument | undefined;
   /** The state came from a previous process: whatever ended meanwhile was not watched. */
   private resumedFromDisk = false;
-  /** Records already committed in the state file, not yet confirmed by the spool. */
+  /** Records committed in the state file and not yet handed to the spool. */
   private pending: LifecycleRecord[] = [];
+  /** Records handed to the spool that it holds only in memory (disk error): kept in the state file too. */
+  private unconfirmed: LifecycleRecord[] = [];
+  private readonly limiter = new LogLimiter(60_000);
+  private stateSaveFailing = false;
 
   private constructor(
     private readonly options: ShipperOptions,
@@ -97,7 +116,7 @@ export class Shipper {
     this.tracker = tracker;
     this.emitted = emitted;
     this.now = options.now ?? Date.now;
-    this.gapThresholdMs = gapThresholdFor(options.pollIntervalMs);
+    this.gapThresholdMs = gapThresholdFor(options.pollIntervalMs, options.imdsTimeoutMs);
   }
 
   /** Loads persisted state from the state dir (a missing or corrupt file starts fresh). */
@@ -108,6 +127,7 @@ export class Shipper {
     if (saved) emitted.load(saved.emittedKeys);
     const shipper = new Shipper(options, store, saved?.tracker ?? initialTrackerState(), emitted);
     shipper.resumedFromDisk = saved !== null;
+    // Whatever a previous run had not confirmed is spooled again (same recordIds).
     shipper.pending = saved?.pending ?? [];
     if (saved) {
       options.logger.info(
@@ -132,10 +152,11 @@ export class Shipper {
   private async loop(): Promise<void> {
     const { pollIntervalMs } = this.options;
     while (!this.stopping.signal.aborted) {
-      const startedAt = this.now();
+      // Monotonic: a wall-clock step during a poll must not stretch the sleep after it.
+      const startedAt = performance.now();
       const failure = await this.pollOnce();
       if (this.stopping.signal.aborted) break;
-      let delay = pollIntervalMs - (this.now() - startedAt);
+      let delay = pollIntervalMs - (performance.now() - startedAt);
       if (failure instanceof ImdsError && failure.kind === 'http' && !failure.retryable) {
         delay = NON_RETRYABLE_BACKOFF_MS;
       } else if (failure && !(failure instanceof ImdsError && failure.kind === 'document')) {
@@ -155,17 +176,8 @@ export class Shipper {
   /** One poll. Returns the failure, if any; never throws. */
   async pollOnce(): Promise<unknown> {
     const { imds, metrics, logger } = this.options;
-    if (this.pending.length > 0) {
-      try {
-        await this.flushPending(this.now());
-      } catch (err) {
-        logger.error(
-          { err, pending: this.pending.length },
-          'could not hand pending records to the spool; retrying next poll',
-        );
-        return err;
-      }
-    }
+    // Left from a previous run or a refused append; polling goes on either way.
+    await this.flushPending(this.now());
     let document: ScheduledEventsDocument;
     try {
       const result = await imds.getScheduledEvents(this.requestAbort.signal);
@@ -186,16 +198,7 @@ export class Shipper {
       this.consecutiveFailures = 0;
       this.lastFailureKind = '';
     }
-    try {
-      await this.process(document, observedAt);
-    } catch (err) {
-      // The spool refused the records: they stay pending (in memory and in the state file).
-      logger.error(
-        { err, pending: this.pending.length },
-        'could not hand records to the spool; keeping them pending and retrying next poll',
-      );
-      return err;
-    }
+    await this.process(document, observedAt);
     return undefined;
   }
 
@@ -258,34 +261,67 @@ export class Shipper {
       this.pending.push(...records);
     }
     if (changed || observedAt - this.lastPersistAt >= STATE_REFRESH_MS) await this.persist(observedAt);
-    if (this.pending.length > 0) await this.flushPending(observedAt);
+    await this.flushPending(observedAt);
   }
 
-  /** Hands the pending records to the spool, then saves the state without them. Throws if the spool refuses. */
+  /**
+   * Hands the pending records to the spool, then saves the state without them. Records the spool
+   * could only hold in memory stay in the state file until it has written them. Never throws: a
+   * refused append keeps the records pending for the next poll.
+   */
   private async flushPending(at: number): Promise<void> {
+    const { output, logger, metrics } = this.options;
+    if (this.unconfirmed.length > 0 && output.isDurable?.() !== false) {
+      this.unconfirmed = [];
+      if (this.pending.length === 0) await this.persist(at);
+    }
+    if (this.pending.length === 0) return;
     const records = this.pending;
-    await this.options.output.append(records);
-    this.options.metrics.inc('recordsSpooled', records.length);
+    let durable: boolean;
+    try {
+      durable = (await output.append(records)) !== false;
+    } catch (err) {
+      const suppressed = this.limiter.take('append');
+      if (suppressed !== null) {
+        logger.error(
+          { err, pending: records.length, suppressed },
+          'could not hand records to the spool; they stay in the state file and are retried every poll',
+        );
+      }
+      return;
+    }
+    metrics.inc('recordsSpooled', records.length);
     this.pending = this.pending.slice(records.length);
+    if (!durable) this.unconfirmed.push(...records);
     await this.persist(at);
   }
 
   private async persist(at: number): Promise<void> {
     try {
+      const pending = [...this.unconfirmed, ...this.pending];
       await this.store.save({
         tracker: this.tracker,
         emittedKeys: this.emitted.dump(),
-        ...(this.pending.length > 0 ? { pending: this.pending } : {}),
+        ...(pending.length > 0 ? { pending } : {}),
       });
       this.lastPersistAt = at;
+      if (this.stateSaveFailing) {
+        this.stateSaveFailing = false;
+        this.limiter.reset('state');
+        this.options.logger.info({ stateDir: this.options.stateDir }, 'tracker state saved again');
+      }
     } catch (err) {
       // Not fatal: the records still go to the spool, and the state on disk stays the previous
       // one, from which a restart re-derives the same transitions (same recordIds).
-      this.warnOnce(
-        `persist:${(err as NodeJS.ErrnoException).code ?? 'error'}`,
-        { err, stateDir: this.options.stateDir },
-        'cannot save tracker state',
-      );
+      this.stateSaveFailing = true;
+      this.options.metrics.inc('stateSaveFailures');
+      const suppressed = this.limiter.take('state');
+      if (suppressed !== null) {
+        this.options.logger.error(
+          { err, stateDir: this.options.stateDir, suppressed },
+          'cannot save tracker state (records still flow; a restart may repeat some, same recordIds)',
+        );
+      }
     }
   }
 

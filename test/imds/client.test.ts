@@ -123,7 +123,7 @@ describe('ImdsClient.getScheduledEvents', () => {
     ],
     [
       'bad Resources',
-      '{"DocumentIncarnation": 4, "Events": [{"EventId": "a", "EventType": "Reboot", "EventStatus": "Scheduled", "Resources": "vm1"}]}',
+      '{"DocumentIncarnation": 4, "Events": [{"EventId": "a", "EventType": "Reboot", "EventStatus": "Scheduled", "Resources": ["vm1", 7]}]}',
       /Events\[0\]\.Resources/,
     ],
   ])(
@@ -161,6 +161,42 @@ describe('ImdsClient.getScheduledEvents', () => {
       NotBefore: '',
       Description: '',
       EventSource: '',
+      DurationInSeconds: -1,
+    });
+  });
+
+  it('tolerates mistyped fields it only carries along, so one odd event cannot hide the others', async () => {
+    fixture.setDocument({
+      DocumentIncarnation: 3,
+      Events: [
+        {
+          EventId: 'odd',
+          EventType: '',
+          EventStatus: 7,
+          Resources: 'web_3',
+          DurationInSeconds: '30',
+          Description: null,
+        },
+        {
+          EventId: 'preempt',
+          EventType: 'Preempt',
+          EventStatus: 'Scheduled',
+          Resources: ['web_3'],
+          DurationInSeconds: 'soon',
+        },
+      ],
+    });
+    const { document } = await client.getScheduledEvents();
+    expect(document.Events[0]).toMatchObject({
+      EventType: '',
+      EventStatus: '7',
+      Resources: ['web_3'],
+      DurationInSeconds: 30,
+      Description: '',
+    });
+    expect(document.Events[1]).toMatchObject({
+      EventId: 'preempt',
+      EventType: 'Preempt',
       DurationInSeconds: -1,
     });
   });
