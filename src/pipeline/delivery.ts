@@ -31,7 +31,7 @@ import { inspect } from 'node:util';
 import pRetry from 'p-retry';
 import type { Logger } from '../observability/logger.js';
 import { type Sink, SinkError } from '../sinks/sink.js';
-import { LogLimiter } from '../spool/log-limiter.js';
+import { LogLimiter } from '../observability/log-limiter.js';
 import type { Spool, SpoolEntry } from '../spool/spool.js';
 
 export const DEFAULT_MAX_BATCH = 256;
@@ -399,7 +399,9 @@ export class DeliveryLoop {
     };
     if (!retryable) {
       this.counters.nonRetryableFailures += 1;
-      const suppressed = this.limiter.take(`fatal:${error.message}`);
+      // Keyed on the error's kind, not its message: service messages carry per-request text
+      // (TrackingId, timestamps) that would make every failure a new key.
+      const suppressed = this.limiter.take(`fatal:${error.code ?? error.name}`);
       if (suppressed === null) return;
       this.logger.error(
         { ...fields, suppressed },

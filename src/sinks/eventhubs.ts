@@ -113,6 +113,7 @@ export class EventHubsSink implements Sink {
       throw new SinkError(`Event Hubs send failed (${code}): ${message}`, {
         retryable,
         tooLarge: code === 'MessageTooLargeError',
+        code,
         cause: err,
       });
     }

@@ -24,10 +24,20 @@ export class SinkError extends Error {
    * is moved to the spool's `rejected/` directory. Contract: src/pipeline/delivery.ts.
    */
   readonly tooLarge?: boolean;
-  constructor(message: string, options: { retryable: boolean; tooLarge?: boolean; cause?: unknown }) {
+  /**
+   * A stable identifier of the kind of failure (e.g. the Event Hubs SDK's error code such as
+   * `UnauthorizedError`), free of per-request text. The message may carry tracking ids and
+   * timestamps; `code` does not, so callers can group or rate-limit by it.
+   */
+  readonly code?: string;
+  constructor(
+    message: string,
+    options: { retryable: boolean; tooLarge?: boolean; code?: string; cause?: unknown },
+  ) {
     super(message, { cause: options.cause });
     this.name = 'SinkError';
     this.retryable = options.retryable;
     if (options.tooLarge) this.tooLarge = true;
+    if (options.code !== undefined) this.code = options.code;
   }
 }

@@ -22,7 +22,7 @@ import {
   RECORD_SUFFIX,
   TEMP_SUFFIX,
 } from './format.js';
-import { LogLimiter } from './log-limiter.js';
+import { LogLimiter } from '../observability/log-limiter.js';
 
 export const DEFAULT_MAX_BYTES = 32 * 1024 * 1024;
 export const DEFAULT_MAX_RECORDS = 20_000;
@@ -33,6 +33,12 @@ export const REJECTED_DIR = 'rejected';
 const IO_CONCURRENCY = 64;
 /** Files read synchronously between two yields to the event loop. */
 const READ_CHUNK = 16;
+/**
+ * Consecutive failed reads (other than a vanished file) of the same head record after which
+ * `peek` quarantines it instead of rejecting again, so that one unreadable file cannot wedge
+ * every record behind it.
+ */
+export const HEAD_READ_FAILURE_LIMIT = 5;
 
 export interface SpoolOptions {
   /** Spool directory (created if missing; its parent must exist or be creatable). */
@@ -63,7 +69,10 @@ export interface SpoolStats {
   bytes: number;
   lifecycle: number;
   heartbeats: number;
-  /** Records held only in memory because the disk failed. */
+  /**
+   * Records held only in memory because the disk failed (not yet written to disk, not yet acked,
+   * not dropped). 0 means every record still in the spool is durable on disk.
+   */
   memoryHeld: number;
   appended: number;
   acked: number;
@@ -147,6 +156,8 @@ export class Spool {
   private readonly listeners = new Set<() => void>();
   private retryTimer: NodeJS.Timeout | null = null;
   private closed = false;
+  /** Consecutive `peek` read failures of the head record (see HEAD_READ_FAILURE_LIMIT). */
+  private headReadFailures: { seq: number; count: number } | null = null;
 
   private readonly counters = {
     appended: 0,
@@ -190,6 +201,15 @@ export class Spool {
     return this.totalBytes;
   }
 
+  /**
+   * Records held only in memory after a disk error (same as `stats().memoryHeld`, without
+   * building the stats object). When it is 0, every record ever passed to `append` is durable
+   * on disk, acknowledged, or dropped by the bounds: nothing is lost if the process dies.
+   */
+  get memoryHeld(): number {
+    return this.memoryHeldCount;
+  }
+
   /** Calls `listener` after every append that admitted records (the delivery loop wakes on it). */
   subscribe(listener: () => void): () => void {
     this.listeners.add(listener);
@@ -197,10 +217,13 @@ export class Spool {
   }
 
   /**
-   * Appends records in order. Resolves once they are durable (files and directory fsynced), or,
-   * after a disk error that is logged loudly, once they are held in memory (`stats().memoryHeld`,
-   * `stats().degraded`); those are still delivered and written to disk as soon as the disk works
-   * again.
+   * Appends records in order. Resolves `true` once they are durable (files and directory
+   * fsynced). After a disk error, logged loudly, it resolves `false`: some of them are held only
+   * in memory (`memoryHeld`, `stats().degraded`); those are still delivered and written to disk
+   * as soon as the disk works again (next append, `retryDisk`, or the retry timer), after which
+   * `memoryHeld` drops to 0. A caller that must not lose them keeps its own copy until then.
+   * A heartbeat dropped by the bounds (below) does not make it `false`: it is gone by policy, not
+   * held. An empty `records` resolves `true`.
    *
    * Bounds: while the spool is over `maxRecords`/`maxBytes`, the oldest heartbeat is dropped
    * (logged and counted); a new heartbeat is dropped itself when no older one is left. A
@@ -209,9 +232,9 @@ export class Spool {
    * other, because a lifecycle record held only in memory would not survive the very reboot it
    * announces.
    */
-  append(records: readonly ShipperRecord[]): Promise<void> {
+  append(records: readonly ShipperRecord[]): Promise<boolean> {
     if (this.closed) return Promise.reject(new Error('spool is closed'));
-    if (records.length === 0) return Promise.resolve();
+    if (records.length === 0) return Promise.resolve(true);
     return this.locked(async () => {
       const admitted: IndexEntry[] = [];
       const victims: IndexEntry[] = [];
@@ -232,19 +255,26 @@ export class Spool {
       // Victims' files go after the new files are durable (losing a heartbeat is fine; losing
       // the new records is not), and share their directory fsync.
       // Records still held in memory from an earlier disk error are retried first, in order.
+      // (An admitted heartbeat may already have been dropped again by a later record of this
+      // call: only the admitted entries still queued count against `memoryHeldCount`.)
+      const queued = admitted.filter((e) => this.index.has(e.seq));
       const toWrite =
-        this.memoryHeldCount > admitted.length
+        this.memoryHeldCount > queued.length
           ? [...this.index.values()].filter((e) => e.file === null)
-          : admitted;
+          : queued;
       await this.persist(toWrite, victims);
       this.counters.appended += admitted.length;
       if (admitted.length > 0) for (const listener of this.listeners) listener();
+      return queued.every((e) => e.file !== null || !this.index.has(e.seq));
     });
   }
 
   /**
    * Up to `max` oldest records, in order, without removing them. Files that turn out corrupt
-   * are quarantined and skipped. Rejects on an unexpected read error (the caller retries later).
+   * are quarantined and skipped. On an unexpected read error (EIO, EACCES, EISDIR…) it stops at
+   * that record, and rejects when that record is the head (the caller retries later); after
+   * `HEAD_READ_FAILURE_LIMIT` consecutive failed reads of the same head record, that file is
+   * quarantined and the records behind it are handed out.
    */
   peek(max: number): Promise<SpoolEntry[]> {
     return this.locked(async () => {
@@ -287,10 +317,21 @@ export class Spool {
             'spool file vanished from the spool directory; record lost',
           );
         } else if (readError === null) {
+          if (out.length === 0 && this.headReadFailed(entry)) {
+            // The same head failed too often in a row: set it aside, go on with the next.
+            this.remove(entry);
+            await this.quarantine(
+              entry.file as string,
+              `unreadable (${errCode(error)}) ${HEAD_READ_FAILURE_LIMIT} times in a row`,
+              entry.seq,
+            );
+            continue;
+          }
           // Keep order: nothing after an unreadable entry is handed out.
           readError = { error };
         }
       }
+      if (out.length > 0) this.headReadFailures = null; // the head was read: the count restarts
       if (readError !== null && out.length === 0) throw readError.error;
       return out;
     });
@@ -636,16 +677,32 @@ export class Spool {
     this.logger.error({ ...fields, suppressed }, msg);
   }
 
-  private async quarantine(name: string, reason: string): Promise<void> {
+  /**
+   * Counts a failed read of `entry` at the head of the queue; true when it has now failed
+   * `HEAD_READ_FAILURE_LIMIT` times in a row (the count then restarts).
+   */
+  private headReadFailed(entry: IndexEntry): boolean {
+    const seen = this.headReadFailures;
+    const count = seen?.seq === entry.seq ? seen.count + 1 : 1;
+    if (count >= HEAD_READ_FAILURE_LIMIT) {
+      this.headReadFailures = null;
+      return true;
+    }
+    this.headReadFailures = { seq: entry.seq, count };
+    return false;
+  }
+
+  private async quarantine(name: string, reason: string, seq?: number): Promise<void> {
     this.counters.quarantined += 1;
     const qdir = join(this.dir, QUARANTINE_DIR);
     const target = join(qdir, `${name}.${Date.now()}`);
+    const where = seq === undefined ? { file: name } : { file: name, seq };
     try {
       await mkdir(qdir, { recursive: true });
       await rename(join(this.dir, name), target);
-      this.logger.warn({ file: name, reason, movedTo: target }, 'corrupt or partial spool file quarantined');
+      this.logger.warn({ ...where, reason, movedTo: target }, 'corrupt or partial spool file quarantined');
     } catch (err) {
-      this.logger.error({ err, file: name, reason }, 'corrupt spool file could not be quarantined; skipped');
+      this.logger.error({ err, ...where, reason }, 'corrupt spool file could not be quarantined; skipped');
     }
   }
 

@@ -1,4 +1,4 @@
-import { readdir, rm, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rm, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ShipperRecord } from '../../src/lifecycle/record.js';
@@ -325,5 +325,66 @@ describe('at least once across crashes', () => {
     const seen = new Set(delivered.records.map((r) => r.recordId));
     const missing = all.filter((r) => !seen.has(r.recordId));
     expect(missing.every((r) => r.recordType === 'heartbeat')).toBe(true);
+  });
+});
+
+describe('DeliveryLoop: review fixes', () => {
+  it('rate-limits non-retryable errors by their code, not their per-request message', async () => {
+    let call = 0;
+    const sink = new TestSink(() => {
+      call += 1;
+      // Event Hubs style: same code, a new TrackingId and timestamp in every message.
+      throw new SinkError(
+        `Event Hubs send failed (UnauthorizedError): Unauthorized access. TrackingId:${call}-abc, TimeStamp:2026-01-01T00:00:0${call % 10}`,
+        { retryable: false, code: 'UnauthorizedError' },
+      );
+    });
+    const { spool, loop, lines } = await setup(sink, { errorLogIntervalMs: 60_000 });
+    await spool.append(mixed(2));
+    loop.start();
+    await until(() => loop.stats().nonRetryableFailures >= 2, 10_000, 'two failures');
+    await loop.stop({ flushTimeoutMs: 0 });
+    const errors = lines.filter((l) => l.level === 'error' && /non-retryable/.test(l.msg));
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ retryable: false, err: { code: 'UnauthorizedError' } });
+    expect(spool.depth).toBe(2);
+  });
+
+  it('without a code, non-retryable errors are keyed on the error name (different messages: one line)', async () => {
+    let call = 0;
+    const sink = new TestSink(() => {
+      call += 1;
+      throw new SinkError(`hub missing, request ${call}`, { retryable: false });
+    });
+    const { spool, loop, lines } = await setup(sink, { errorLogIntervalMs: 60_000 });
+    await spool.append(mixed(1));
+    loop.start();
+    await until(() => loop.stats().nonRetryableFailures >= 3, 10_000, 'three failures');
+    await loop.stop({ flushTimeoutMs: 0 });
+    expect(lines.filter((l) => l.level === 'error' && /non-retryable/.test(l.msg))).toHaveLength(1);
+  });
+
+  it('is not wedged by an unreadable head record (EISDIR): it is quarantined and the records behind it are delivered', async () => {
+    const sink = new TestSink();
+    const { dir, spool, loop, lines } = await setup(sink, { maxBatch: 8 });
+    const bad = lifecycle('unreadable');
+    const behind = mixed(5);
+    await spool.append([bad, ...behind]);
+    // Replace the head's file with a directory of the same name: reading it fails with EISDIR,
+    // honestly, even as root.
+    const head = (await readdir(dir)).filter((n) => n.endsWith('.rec')).sort()[0] as string;
+    await unlink(join(dir, head));
+    await mkdir(join(dir, head));
+
+    loop.start();
+    await until(() => loop.stats().recordsSent === 5, 10_000, 'records behind the bad head delivered');
+    expect(sink.records.map((r) => r.recordId)).toEqual(behind.map((r) => r.recordId));
+    expect(spool.stats()).toMatchObject({ depth: 0, quarantined: 1 });
+    expect(loop.stats().sendFailures).toBeGreaterThanOrEqual(4);
+    expect(await readdir(join(dir, 'quarantine'))).toEqual([
+      expect.stringMatching(new RegExp(`^${head}\\.`)),
+    ]);
+    const warn = lines.find((l) => l.level === 'warn' && /quarantined/.test(l.msg));
+    expect(warn).toMatchObject({ file: head, seq: 1, reason: expect.stringMatching(/EISDIR/) });
   });
 });
