@@ -4,7 +4,7 @@
  * during an outage, and an Event Hubs restart with a store. Same verdict and timings as
  * faults.e2e.test.ts.
  */
-import { readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ImdsClient } from '../../src/imds/client.js';
@@ -118,6 +118,44 @@ describe('spool and restart faults: no lifecycle record lost', () => {
     const diskErrors = logsWith(s, /SPOOL DISK ERROR/, 'error');
     expect(diskErrors).toHaveLength(1);
     expect(await stopShipper(run)).toEqual({ code: 0, signal: null });
+  });
+
+  it('spool unwritable and hub down, then kill -9: the records held only in memory survive in the state file', async () => {
+    stack = await startStack();
+    const s = stack;
+    const first = startShipper(s);
+    await started(first);
+    const script = lifecycleScript('wal');
+    await play(s.imds, script.slice(0, 2));
+    await allArrived(s.hub, expectedTransitions(s.imds));
+    const delivered = lifecycleOf(s.hub.events()).length;
+    const spoolDir = join(s.stateDir, 'spool');
+    await waitFor(() => readdirSync(spoolDir).every((f) => !f.endsWith('.rec')), 'an empty spool directory');
+    await s.hub.stopListening();
+    rmSync(spoolDir, { recursive: true, force: true });
+    writeFileSync(spoolDir, 'not a directory\n');
+    await play(s.imds, script.slice(2));
+    // Every record derived since is held in memory by the spool and written ahead in state.json.
+    const remaining = [...expectedTransitions(s.imds).values()].reduce((a, b) => a + b, 0) - delivered;
+    const pendingInStateFile = () => {
+      try {
+        const state = JSON.parse(readFileSync(join(s.stateDir, 'state.json'), 'utf8')) as {
+          pending?: unknown[];
+        };
+        return state.pending?.length ?? 0;
+      } catch {
+        return 0;
+      }
+    };
+    await waitFor(() => pendingInStateFile() >= remaining, 'the held records in the state file');
+    first.child.kill('SIGKILL');
+    await first.exited;
+    rmSync(spoolDir, { force: true });
+    await s.hub.resumeListening();
+    const second = startShipper(s);
+    await started(second);
+    await verdict(s);
+    expect(await stopShipper(second)).toEqual({ code: 0, signal: null });
   });
 
   it('Event Hubs emulator restarted with a store: its events survive and the shipper reconnects', async () => {
