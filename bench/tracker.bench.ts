@@ -9,8 +9,8 @@
  */
 import type { ScheduledEvent, ScheduledEventsDocument } from '../src/imds/types.js';
 import { buildLifecycleRecord } from '../src/lifecycle/enrich.js';
-import type { ShipperIdentity, VmIdentity } from '../src/lifecycle/record.js';
 import { initialTrackerState, observeDocument, type Transition } from '../src/lifecycle/tracker.js';
+import { SHIPPER, VM } from '../test/fixtures/vm-identity.js';
 
 const OPTIONS = { gapThresholdMs: 10_000 };
 const T0 = Date.UTC(2026, 0, 1);
@@ -96,23 +96,6 @@ function throughTracker(docs: ScheduledEventsDocument[], rounds: number) {
     changed: changed / rounds,
   };
 }
-
-const VM: VmIdentity = {
-  vmName: 'WestNO_0',
-  vmId: '02aab8a4-74ef-476e-8182-f6d2ba4166a6',
-  vmResourceId:
-    '/subscriptions/8d10da13-8125-4ba9-a717-bf7490507b3d/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/WestNO/virtualMachines/0',
-  subscriptionId: '8d10da13-8125-4ba9-a717-bf7490507b3d',
-  resourceGroup: 'rg',
-  location: 'norwaywest',
-  zone: '1',
-  vmSize: 'Standard_D2s_v5',
-  priority: 'Regular',
-  osType: 'Linux',
-  vmScaleSetName: 'WestNO',
-  vmInstanceId: '0',
-};
-const SHIPPER: ShipperIdentity = { hostname: 'westno000000', shipperVersion: '0.1.0' };
 
 function collectTransitions(docs: ScheduledEventsDocument[]): Transition[] {
   let state = initialTrackerState();

@@ -13,8 +13,8 @@ import { fileURLToPath } from 'node:url';
 import { EventHubConsumerClient, earliestEventPosition, type Subscription } from '@azure/event-hubs';
 import { CONNECTION_STRING_ENV } from '../config/options.js';
 import { type EventHubsEmulator, startEventHubsEmulator } from '../emulators/eventhubs/index.js';
-import { type ImdsEmulator, startImdsEmulator } from '../emulators/imds/index.js';
-import type { LifecycleRecord, ShipperRecord } from '../lifecycle/record.js';
+import { type ImdsEmulator, LIFECYCLE_PHASE_OF_CHANGE, startImdsEmulator } from '../emulators/imds/index.js';
+import type { ShipperRecord } from '../lifecycle/record.js';
 import { type ArrivedRecord, LiveView } from './view.js';
 
 export interface DemoOptions {
@@ -41,14 +41,6 @@ export interface DemoSummary {
 
 const CLI = fileURLToPath(new URL('../cli/main.js', import.meta.url));
 
-const PHASE_OF_CHANGE: Record<string, LifecycleRecord['phase']> = {
-  scheduled: 'Scheduled',
-  rescheduled: 'Rescheduled',
-  started: 'Started',
-  completed: 'Completed',
-  canceled: 'Canceled',
-};
-
 function key(eventId: string, phase: string): string {
   return `${eventId.toLowerCase()}|${phase}`;
 }
@@ -63,8 +55,8 @@ interface Expected {
 function expectedTransitions(imds: ImdsEmulator): Map<string, Expected> {
   const expected = new Map<string, Expected>();
   for (const h of imds.history()) {
-    const phase = PHASE_OF_CHANGE[h.change];
-    if (!phase || !h.affectsThisVm) continue;
+    const phase = LIFECYCLE_PHASE_OF_CHANGE[h.change];
+    if (!h.affectsThisVm) continue;
     expected.set(key(h.eventId, phase), { eventId: h.eventId, eventType: h.eventType, phase });
   }
   return expected;

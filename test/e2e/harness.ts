@@ -19,8 +19,8 @@ import {
   startEventHubsEmulator,
 } from '../../src/emulators/eventhubs/index.js';
 import {
-  type HistoryEntry,
   type ImdsEmulator,
+  LIFECYCLE_PHASE_OF_CHANGE,
   type ScenarioStep,
   startImdsEmulator,
 } from '../../src/emulators/imds/index.js';
@@ -194,13 +194,7 @@ export async function play(
   }
 }
 
-const PHASE_OF: Record<HistoryEntry['change'], string> = {
-  scheduled: 'Scheduled',
-  rescheduled: 'Rescheduled',
-  started: 'Started',
-  canceled: 'Canceled',
-  completed: 'Completed',
-};
+const PHASE_OF = LIFECYCLE_PHASE_OF_CHANGE;
 
 /** `eventId|phase` → how many such transitions of this VM the emulator made. */
 export function expectedTransitions(imds: ImdsEmulator): Map<string, number> {

@@ -3,12 +3,7 @@ import { readFileSync } from 'node:fs';
 import type { ScheduledEvent, ScheduledEventsDocument } from '../../src/imds/types.js';
 import { EmittedKeys, emittedKeyOf } from '../../src/lifecycle/emitted-keys.js';
 import { buildLifecycleRecord } from '../../src/lifecycle/enrich.js';
-import type {
-  LifecycleRecord,
-  ShipperIdentity,
-  ShipperRecord,
-  VmIdentity,
-} from '../../src/lifecycle/record.js';
+import type { LifecycleRecord, ShipperRecord, VmIdentity } from '../../src/lifecycle/record.js';
 import {
   initialTrackerState,
   type ObserveResult,
@@ -16,6 +11,9 @@ import {
   type TrackerState,
 } from '../../src/lifecycle/tracker.js';
 import { assertValidRecord } from '../fixtures/record-schema.js';
+import { SHIPPER, VM } from '../fixtures/vm-identity.js';
+
+export { SHIPPER, VM };
 
 export const GAP_MS = 10_000;
 export const T0 = Date.UTC(2022, 3, 11, 22, 10, 0);
@@ -64,24 +62,6 @@ export function run(docs: ScheduledEventsDocument[], start: TrackerState = initi
   });
   return { state, phases };
 }
-
-export const SHIPPER: ShipperIdentity = { hostname: 'westno000000', shipperVersion: '0.1.0' };
-
-export const VM: VmIdentity = {
-  vmName: 'WestNO_0',
-  vmId: '02aab8a4-74ef-476e-8182-f6d2ba4166a6',
-  vmResourceId:
-    '/subscriptions/8d10da13-8125-4ba9-a717-bf7490507b3d/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/WestNO/virtualMachines/0',
-  subscriptionId: '8d10da13-8125-4ba9-a717-bf7490507b3d',
-  resourceGroup: 'rg',
-  location: 'norwaywest',
-  zone: '',
-  vmSize: 'Standard_D2s_v5',
-  priority: 'Regular',
-  osType: 'Linux',
-  vmScaleSetName: 'WestNO',
-  vmInstanceId: '0',
-};
 
 export const committedSchema: unknown = JSON.parse(
   readFileSync(new URL('../../schema/record.v1.schema.json', import.meta.url), 'utf8'),

@@ -10,7 +10,7 @@ export { createImdsEmulatorCommand, DEFAULT_EMULATOR_PORT, loadEmulatorConfigFil
 export { FAULT_KINDS, type FaultKind, type FaultRoute, type FaultSpec } from './faults.js';
 export { resolveIdentity, type VmIdentity, type VmIdentityInput } from './identity.js';
 export type { ApprovalRecord, EmulatedEvent, HistoryEntry, NotBeforeFormat } from './model.js';
-export { ScheduledEventsModel } from './model.js';
+export { LIFECYCLE_PHASE_OF_CHANGE, ScheduledEventsModel } from './model.js';
 export {
   type EventSpec,
   loadScenarioFile,

@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { ScheduledEvent, ScheduledEventsDocument } from '../../imds/types.js';
+import type { LifecyclePhase } from '../../lifecycle/record.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Clock } from './clock.js';
 import type { ActiveFault, FaultRoute, FaultSpec } from './faults.js';
@@ -50,6 +51,18 @@ export interface HistoryEntry {
   cause: ChangeCause;
   incarnation: number;
 }
+
+/**
+ * The lifecycle phase a shipper is expected to report for each change the emulator made: what
+ * tests and the demo compare the shipper's records with.
+ */
+export const LIFECYCLE_PHASE_OF_CHANGE: Readonly<Record<HistoryEntry['change'], LifecyclePhase>> = {
+  scheduled: 'Scheduled',
+  rescheduled: 'Rescheduled',
+  started: 'Started',
+  canceled: 'Canceled',
+  completed: 'Completed',
+};
 
 export interface ApprovalRecord {
   at: string;

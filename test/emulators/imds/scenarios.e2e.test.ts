@@ -16,6 +16,7 @@ import {
   createManualClock,
   type HistoryEntry,
   type ImdsEmulator,
+  LIFECYCLE_PHASE_OF_CHANGE,
   startImdsEmulator,
 } from '../../../src/emulators/imds/index.js';
 import { approve, getDoc, http, MD } from './http.js';
@@ -39,13 +40,7 @@ interface LifecycleRecord {
   resources: string[];
 }
 
-const PHASE_OF: Record<HistoryEntry['change'], string> = {
-  scheduled: 'Scheduled',
-  rescheduled: 'Rescheduled',
-  started: 'Started',
-  canceled: 'Canceled',
-  completed: 'Completed',
-};
+const PHASE_OF = LIFECYCLE_PHASE_OF_CHANGE;
 
 function waitFor<T>(what: string, probe: () => T | undefined, timeoutMs = 15_000): Promise<T> {
   return new Promise((resolvePromise, reject) => {
